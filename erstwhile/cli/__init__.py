@@ -1,0 +1,1 @@
+"""The ``erstwhile`` command: thin front ends over :class:`erstwhile.Ledger`."""

@@ -1,0 +1,62 @@
+"""The one exception tree of erstwhile.
+
+::
+
+    ErstwhileError
+    ├── NotFound               an id that does not exist (or is forgotten) in this namespace
+    ├── ValidationError        bad input: nothing was appended
+    ├── SupersessionRefused    a supersession broke an invariant; see ``.reason``
+    ├── ConcurrencyConflict    another writer changed a memory this write depended on
+    ├── IdempotencyMismatch    an idempotency key reused with a different payload
+    └── StoreUnavailable       the database cannot be reached or used
+
+Every error that leaves the public API is one of these; database driver errors are
+translated where they enter (``erstwhile.eventstore``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+RefusalReason = Literal[
+    "self",
+    "already_superseded",
+    "not_current",
+    "event_kind",
+    "kind_mismatch",
+    "empty_window",
+    "no_overlap",
+    "identical_claim",
+]
+
+
+class ErstwhileError(Exception):
+    """Root of every error erstwhile raises on purpose."""
+
+
+class NotFound(ErstwhileError):
+    """No memory (or proposal) with this id is visible in this namespace."""
+
+
+class ValidationError(ErstwhileError, ValueError):
+    """The input breaks a rule of the contract; nothing was written."""
+
+
+class SupersessionRefused(ErstwhileError):
+    """A supersession would break an invariant; ``reason`` says which, for machines."""
+
+    def __init__(self, reason: RefusalReason, message: str) -> None:
+        super().__init__(f"supersession refused ({reason}): {message}")
+        self.reason: RefusalReason = reason
+
+
+class ConcurrencyConflict(ErstwhileError):
+    """Another writer appended to a memory this write read; nothing of it was stored."""
+
+
+class IdempotencyMismatch(ErstwhileError):
+    """The idempotency key was first used with a different payload."""
+
+
+class StoreUnavailable(ErstwhileError):
+    """The store cannot be opened, reached or written."""

@@ -1,0 +1,72 @@
+"""The events of the log: immutable facts, named in the past tense.
+
+Each event belongs to one memory's stream (``originator_id``, ``originator_version``), as
+eventsourcing expects; the store adds position, ``recorded_at``, actor, namespace and the
+hash chain around it. ``class_version`` is the payload's schema version: when a payload
+changes shape, the class gains ``upcast_vN_vN+1`` and old stored events still read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from erstwhile.domain.memory import Kind
+
+
+class LedgerEvent(BaseModel):
+    """Base of every stored event."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    class_version: ClassVar[int] = 1
+
+    originator_id: UUID
+    originator_version: int
+
+
+class Asserted(LedgerEvent):
+    """A memory entered the ledger with its claim, window and provenance."""
+
+    kind: Kind
+    content: str
+    subject: str | None = None
+    attribute: str | None = None
+    value: Any = None
+    entities: tuple[str, ...] = ()
+    valid_from: datetime
+    valid_until: datetime | None = None
+    occurred_at: datetime | None = None
+    confidence: float = 1.0
+    evidence: tuple[str, ...] = ()
+    extractor_id: str | None = None
+    extracted_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+    supersedes: tuple[UUID, ...] = ()
+    idempotency_key: str | None = None
+    observed_position: int | None = None
+
+
+class Superseded(LedgerEvent):
+    """A memory was replaced by ``newer_id`` at ``at``; its window now ends there."""
+
+    newer_id: UUID
+    at: datetime
+
+
+class Archived(LedgerEvent):
+    """A memory was retired from "what is true now"; its window is unchanged."""
+
+    reason: str | None = None
+
+
+class Forgotten(LedgerEvent):
+    """A memory was forgotten: soft hides it from reads, hard erases its content."""
+
+    hard: bool = False
+    reason: str | None = None
+
+
+MEMORY_EVENTS: tuple[type[LedgerEvent], ...] = (Asserted, Superseded, Archived, Forgotten)

@@ -1,0 +1,289 @@
+"""Memories: their kinds, states, the validated input a write starts from, and the model
+every read returns.
+
+The input rules of the contract (sizes, NUL bytes, JSON values, confidence, kinds,
+windows) live here, in one place, so every front end refuses the same things.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+import orjson
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.time import Window, optional_utc
+
+MAX_CONTENT_BYTES = 64 * 1024
+MAX_METADATA_BYTES = 16 * 1024
+MAX_LABEL_CHARS = 1024
+DEFAULT_NAMESPACE = "default"
+
+
+class Kind(StrEnum):
+    """What sort of claim a memory makes; fixes its contract when it is asserted."""
+
+    FACT = "fact"
+    PREFERENCE = "preference"
+    DECISION = "decision"
+    EVENT = "event"
+    COMMITMENT = "commitment"
+    BLOCKER = "blocker"
+    NOTE = "note"
+
+    @property
+    def revisable(self) -> bool:
+        """Events record what happened; they are never superseded nor supersede."""
+        return self is not Kind.EVENT
+
+
+class State(StrEnum):
+    """Where a memory stands in its life; nothing ever returns to ``current``."""
+
+    CURRENT = "current"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+    FORGOTTEN = "forgotten"
+
+
+def normalise_label(text: str) -> str:
+    """Return the comparison form of a subject, attribute or entity: trimmed, case-folded."""
+    return " ".join(text.split()).casefold()
+
+
+def normalise_entities(entities: Iterable[str]) -> list[str]:
+    """Normalise entity names, dropping blanks and repeats while keeping their order."""
+    seen: dict[str, None] = {}
+    for entity in entities:
+        if not isinstance(entity, str):
+            raise ValueError(f"entities must be text, got {entity!r}")
+        name = normalise_label(entity)
+        if name:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def check_json(value: Any, field: str) -> None:
+    """Refuse anything that is not plain JSON (dicts with text keys, lists, scalars)."""
+    if value is None or isinstance(value, bool | int | str):
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError(f"{field} must not contain NUL bytes")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{field} must be JSON: {value!r} is not a JSON number")
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            check_json(item, field)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{field} must be JSON: object keys must be text, got {key!r}")
+            check_json(key, field)
+            check_json(item, field)
+        return
+    raise ValueError(f"{field} must be JSON: {type(value).__name__} is not a JSON value")
+
+
+def _no_nul(text: str | None, field: str) -> str | None:
+    if text is not None and "\x00" in text:
+        raise ValueError(f"{field} must not contain NUL bytes")
+    return text
+
+
+Claim = tuple[str | None, str | None, str, str]
+
+
+def claim_of(subject: str | None, attribute: str | None, value: Any, content: str) -> Claim:
+    """Return what makes two claims identical: subject, attribute, value and content.
+
+    Labels compare normalised, values as canonical JSON, content without outer spaces.
+    """
+    return (
+        normalise_label(subject) if subject else None,
+        normalise_label(attribute) if attribute else None,
+        orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode(),
+        content.strip(),
+    )
+
+
+class MemoryDraft(BaseModel):
+    """A validated claim about to be asserted; ``valid_from=None`` means "when recorded"."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    content: str
+    kind: Kind = Kind.FACT
+    subject: str | None = None
+    attribute: str | None = None
+    value: Any = None
+    entities: tuple[str, ...] = ()
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    occurred_at: datetime | None = None
+    confidence: float = 1.0
+    evidence: tuple[str, ...] = ()
+    extractor_id: str | None = None
+    extracted_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, content: str) -> str:
+        if not content.strip():
+            raise ValueError("content must not be empty")
+        _no_nul(content, "content")
+        if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
+            raise ValueError(f"content is larger than {MAX_CONTENT_BYTES} bytes (64 KiB)")
+        return content
+
+    @field_validator("subject", "attribute", "extractor_id")
+    @classmethod
+    def _label(cls, text: str | None, info: pydantic.ValidationInfo) -> str | None:
+        _no_nul(text, str(info.field_name))
+        if text is not None:
+            text = text.strip()
+            if not text:
+                raise ValueError(f"{info.field_name} must not be blank (leave it out instead)")
+            if len(text) > MAX_LABEL_CHARS:
+                raise ValueError(f"{info.field_name} is longer than {MAX_LABEL_CHARS} characters")
+        return text
+
+    @field_validator("entities", mode="before")
+    @classmethod
+    def _entities(cls, entities: Any) -> tuple[str, ...]:
+        if isinstance(entities, str):
+            raise ValueError("entities must be a list of names, not one string")
+        names = normalise_entities(entities or ())
+        for name in names:
+            _no_nul(name, "entities")
+        return tuple(names)
+
+    @field_validator("evidence", mode="before")
+    @classmethod
+    def _evidence(cls, evidence: Any) -> tuple[str, ...]:
+        if isinstance(evidence, str):
+            raise ValueError("evidence must be a list of ids or URIs, not one string")
+        items = tuple(str(item) for item in (evidence or ()))
+        for item in items:
+            _no_nul(item, "evidence")
+            if not item.strip():
+                raise ValueError("evidence items must not be blank")
+        return items
+
+    @field_validator("valid_from", "valid_until", "occurred_at", "extracted_at", mode="before")
+    @classmethod
+    def _instant(cls, value: Any, info: pydantic.ValidationInfo) -> datetime | None:
+        return optional_utc(value, str(info.field_name))
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence(cls, confidence: Any) -> float:
+        if isinstance(confidence, bool) or not isinstance(confidence, int | float):
+            raise ValueError(f"confidence must be a number between 0 and 1, got {confidence!r}")
+        if not math.isfinite(confidence) or not 0.0 <= confidence <= 1.0:
+            raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+        return float(confidence)
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, value: Any) -> Any:
+        check_json(value, "value")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, metadata: dict[str, Any] | None) -> dict[str, Any] | None:
+        if metadata is not None:
+            check_json(metadata, "metadata")
+            if len(orjson.dumps(metadata)) > MAX_METADATA_BYTES:
+                raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes (16 KiB)")
+        return metadata
+
+    @model_validator(mode="after")
+    def _window_and_kind(self) -> MemoryDraft:
+        if self.kind is Kind.EVENT and self.valid_until is not None:
+            raise ValueError("an event's window never closes: leave valid_until out")
+        start = self.valid_from or self.occurred_at
+        if start is not None and self.valid_until is not None:
+            Window(start, self.valid_until)
+        return self
+
+    def window_from(self, recorded_at: datetime) -> Window:
+        """Return the valid window, opening at ``recorded_at`` when no start was given."""
+        return Window(self.valid_from or self.occurred_at or recorded_at, self.valid_until)
+
+    def claim(self) -> Claim:
+        """Return what makes two claims identical (see :func:`claim_of`)."""
+        return claim_of(self.subject, self.attribute, self.value, self.content)
+
+
+def parse_draft(arguments: dict[str, Any]) -> MemoryDraft:
+    """Validate the arguments of a write, turning pydantic's report into one clear line."""
+    try:
+        return MemoryDraft.model_validate(arguments)
+    except ValidationError:
+        raise
+    except pydantic.ValidationError as error:
+        raise ValidationError(describe(error)) from None
+
+
+def describe(error: pydantic.ValidationError) -> str:
+    """Return the first problem of a pydantic error as ``field: message``."""
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ").removeprefix(f"{field}: ")
+    if first["type"] == "enum":
+        message = f"unknown {field} {first['input']!r}; expected one of " + ", ".join(Kind)
+    if first["type"] == "extra_forbidden":
+        message = "unknown argument"
+    return f"{field}: {message}" if field else message
+
+
+class Memory(BaseModel):
+    """One memory as the ledger knows it: the claim, its windows, its provenance, its links."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: UUID
+    namespace: str
+    kind: Kind
+    content: str
+    subject: str | None = None
+    attribute: str | None = None
+    value: Any = None
+    entities: list[str] = Field(default_factory=list)
+    valid_from: datetime
+    valid_until: datetime | None = None
+    occurred_at: datetime | None = None
+    confidence: float = 1.0
+    evidence: list[str] = Field(default_factory=list)
+    extractor_id: str | None = None
+    extracted_at: datetime | None = None
+    actor: str
+    metadata: dict[str, Any] | None = None
+    state: State
+    recorded_at: datetime
+    position: int
+    supersedes: list[UUID] = Field(default_factory=list)
+    superseded_by: UUID | None = None
+    vector_clock: dict[str, int] = Field(default_factory=dict)
+    forgotten_at: datetime | None = None
+
+    @property
+    def window(self) -> Window:
+        """The valid-time window of this memory."""
+        return Window(self.valid_from, self.valid_until)
+
+    def claim(self) -> Claim:
+        """Return what makes two claims identical (see :func:`claim_of`)."""
+        return claim_of(self.subject, self.attribute, self.value, self.content)

@@ -1,0 +1,153 @@
+"""Turning validated write requests into events: the pure core of every command.
+
+A command reads the memories it touches (as :class:`Existing`), and the log calls
+:func:`plan_writes` inside its serialised append once it knows the recording instant,
+so a default ``valid_from`` is exactly the instant the ledger recorded the write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from erstwhile.domain.errors import NotFound, ValidationError
+from erstwhile.domain.events import Asserted, LedgerEvent, Superseded
+from erstwhile.domain.memory import Claim, Kind, MemoryDraft, State, parse_draft
+from erstwhile.domain.rules import Side, check_supersession
+from erstwhile.domain.time import Window
+
+POLICIES = ("propose", "timestamp_wins")
+
+
+@dataclass(frozen=True)
+class Existing:
+    """What a write needs to know of a memory it touches."""
+
+    id: UUID
+    kind: Kind
+    state: State
+    window: Window
+    claim: Claim
+    version: int
+
+    def side(self) -> Side:
+        """This memory as the supersession rules see it."""
+        return Side(self.id, self.kind, self.state, self.window, self.claim)
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """One validated ``remember`` request: the claim plus what to do with it."""
+
+    draft: MemoryDraft
+    supersedes: tuple[UUID, ...]
+    policy: str
+    idempotency_key: str | None
+    observed_position: int | None
+    fingerprint: str
+
+    @classmethod
+    def parse(cls, arguments: Mapping[str, Any]) -> WritePlan:
+        """Validate the arguments of one ``remember`` call; refuse anything off-contract."""
+        fields = dict(arguments)
+        supersedes = _ids(fields.pop("supersedes", ()) or ())
+        policy = fields.pop("policy", "propose")
+        if policy not in POLICIES:
+            raise ValidationError(f"policy: unknown policy {policy!r}; expected one of {POLICIES}")
+        key = fields.pop("idempotency_key", None)
+        if key is not None and (not isinstance(key, str) or not key.strip() or "\x00" in key):
+            raise ValidationError("idempotency_key must be non-empty text without NUL bytes")
+        observed = fields.pop("observed_position", None)
+        if observed is not None and (
+            isinstance(observed, bool) or not isinstance(observed, int) or observed < 0
+        ):
+            raise ValidationError("observed_position must be a log position (an integer >= 0)")
+        draft = parse_draft(fields)
+        payload = {
+            "draft": draft.model_dump(mode="json"),
+            "supersedes": [str(i) for i in supersedes],
+            "policy": policy,
+        }
+        digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        return cls(draft, supersedes, policy, key, observed, digest)
+
+
+def _ids(values: Any) -> tuple[UUID, ...]:
+    if isinstance(values, str | UUID):
+        values = [values]
+    ids = []
+    for value in values:
+        try:
+            ids.append(value if isinstance(value, UUID) else UUID(str(value)))
+        except ValueError:
+            raise NotFound(f"supersedes: {value!r} is not a memory id") from None
+    return tuple(ids)
+
+
+def assert_event(plan: WritePlan, memory_id: UUID, window: Window) -> Asserted:
+    """Return the ``Asserted`` event opening a new memory's stream."""
+    draft = plan.draft
+    return Asserted(
+        originator_id=memory_id,
+        originator_version=1,
+        kind=draft.kind,
+        content=draft.content,
+        subject=draft.subject,
+        attribute=draft.attribute,
+        value=draft.value,
+        entities=draft.entities,
+        valid_from=window.start,
+        valid_until=window.end,
+        occurred_at=draft.occurred_at,
+        confidence=draft.confidence,
+        evidence=draft.evidence,
+        extractor_id=draft.extractor_id,
+        extracted_at=draft.extracted_at,
+        metadata=draft.metadata,
+        supersedes=plan.supersedes,
+        idempotency_key=plan.idempotency_key,
+        observed_position=plan.observed_position,
+    )
+
+
+def plan_writes(
+    plans: Sequence[WritePlan],
+    ids: Sequence[UUID],
+    touched: Mapping[UUID, Existing],
+    recorded_at: datetime,
+) -> list[LedgerEvent]:
+    """Return the events of a batch of writes recorded at ``recorded_at``.
+
+    Each supersession is checked against the touched memory as this very batch leaves
+    it, so one batch cannot supersede the same memory twice.
+    """
+    state = dict(touched)
+    events: list[LedgerEvent] = []
+    for plan, memory_id in zip(plans, ids, strict=True):
+        window = plan.draft.window_from(recorded_at)
+        events.append(assert_event(plan, memory_id, window))
+        newer = Side(memory_id, plan.draft.kind, State.CURRENT, window, plan.draft.claim())
+        for older_id in plan.supersedes:
+            older = state[older_id]
+            check_supersession(older.side(), newer, window.start)
+            events.append(
+                Superseded(
+                    originator_id=older.id,
+                    originator_version=older.version + 1,
+                    newer_id=memory_id,
+                    at=window.start,
+                )
+            )
+            state[older_id] = replace(
+                older,
+                state=State.SUPERSEDED,
+                window=older.window.closed_at(window.start),
+                version=older.version + 1,
+            )
+    return events

@@ -1,0 +1,78 @@
+"""The append-only log (the ledger's write-ahead log) on SQLite or PostgreSQL.
+
+The URL picks the backend: ``sqlite:///path/ledger.db`` or
+``postgresql://user@host:5432/db``; without one, ``$ERSTWHILE_URL``, else
+``./erstwhile.db``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from erstwhile.domain.errors import StoreUnavailable
+from erstwhile.eventstore.backend import Backend, Sql, translated_errors
+from erstwhile.eventstore.log import AppendResult, EventFilter, EventLog
+from erstwhile.eventstore.records import IdempotencyClaim, RecordedEvent
+
+DEFAULT_PATH = "erstwhile.db"
+URL_VARIABLE = "ERSTWHILE_URL"
+
+__all__ = [
+    "AppendResult",
+    "Backend",
+    "EventFilter",
+    "EventLog",
+    "IdempotencyClaim",
+    "RecordedEvent",
+    "Sql",
+    "open_backend",
+    "resolve_url",
+    "translated_errors",
+]
+
+
+def resolve_url(url: str | os.PathLike[str] | None = None) -> str:
+    """Return the URL to open: the one given, else ``$ERSTWHILE_URL``, else ``./erstwhile.db``.
+
+    A bare path (no scheme) means a SQLite file.
+    """
+    chosen = os.fspath(url) if url is not None else os.environ.get(URL_VARIABLE) or DEFAULT_PATH
+    if "://" not in chosen:
+        return f"sqlite:///{chosen}"
+    return chosen
+
+
+def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
+    """Open (creating tables if needed) the backend a URL names."""
+    resolved = resolve_url(url)
+    scheme, _, rest = resolved.partition("://")
+    with translated_errors():
+        if scheme == "sqlite":
+            backend: Backend = _sqlite(rest)
+        elif scheme in ("postgresql", "postgres"):
+            from erstwhile.eventstore.postgres import PostgresBackend
+
+            backend = PostgresBackend(resolved)
+        else:
+            raise StoreUnavailable(
+                f"unknown store URL scheme {scheme!r}: use sqlite:///path or postgresql://..."
+            )
+        try:
+            backend.create_tables()
+        except BaseException:
+            backend.close()
+            raise
+    return backend
+
+
+def _sqlite(rest: str) -> Backend:
+    from erstwhile.eventstore.sqlite import SQLiteBackend
+
+    path = rest[1:] if rest.startswith("/") else rest
+    if not path or path == ":memory:":
+        raise StoreUnavailable("an in-memory SQLite ledger is not supported: give a file path")
+    parent = Path(path).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise StoreUnavailable(f"cannot open {path!r}: folder {str(parent)!r} does not exist")
+    return SQLiteBackend(str(Path(path).expanduser()))

@@ -1,0 +1,112 @@
+"""The small interface each database sits behind, and the translation of its errors.
+
+A backend owns eventsourcing's datastore and recorders for one database and hands out
+two kinds of transaction: ``write()``, serialised with every other writer of the same
+database (appends and projection updates), and ``read()``, a consistent snapshot.
+Both yield an :class:`Sql` cursor that takes ``?`` placeholders on every backend.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol
+
+import psycopg
+from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
+
+from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError, StoreUnavailable
+from erstwhile.eventstore.records import RecordedEvent
+
+
+class Sql(Protocol):
+    """The cursor surface projections and the log use; placeholders are ``?``."""
+
+    raw: Any
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None: ...
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Backend(ABC):
+    """One database holding the log, the tracking table and the projections."""
+
+    url: str
+    events_table = "erstwhile_events"
+
+    @abstractmethod
+    def write(self) -> AbstractContextManager[Sql]:
+        """Open a transaction serialised with every other writer; commit on success."""
+
+    @abstractmethod
+    def read(self) -> AbstractContextManager[Sql]:
+        """Open a read-only transaction over one consistent snapshot."""
+
+    @abstractmethod
+    def create_tables(self) -> None:
+        """Create the log, idempotency and tracking tables if missing."""
+
+    @abstractmethod
+    def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
+        """Insert fully formed events into the log inside ``sql``'s transaction."""
+
+    @abstractmethod
+    def insert_tracking(self, sql: Sql, name: str, position: int) -> None:
+        """Record that projection ``name`` has applied the log up to ``position``."""
+
+    @abstractmethod
+    def tracked_position(self, sql: Sql, name: str) -> int:
+        """Return how far projection ``name`` has applied the log (0 if never)."""
+
+    @abstractmethod
+    def reset_tracking(self, sql: Sql, name: str) -> None:
+        """Forget how far projection ``name`` got, so it is rebuilt from position 0."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def notify(self, sql: Sql) -> None:  # noqa: B027 - optional hook; SQLite has no NOTIFY
+        """Tell followers that new events were committed (LISTEN/NOTIFY where there is one)."""
+
+    @staticmethod
+    def tracking(name: str, position: int) -> Tracking:
+        """Return eventsourcing's tracking record for a projection position."""
+        return Tracking(application_name=name, notification_id=position)
+
+
+DRIVER_ERRORS = (PersistenceError, sqlite3.Error, psycopg.Error, OSError)
+
+
+@contextmanager
+def translated_errors(*, conflicts: bool = False) -> Iterator[None]:
+    """Turn database driver errors into erstwhile's errors, so none leaks raw.
+
+    With ``conflicts``, a uniqueness violation means another writer got there first.
+    """
+    try:
+        yield
+    except ErstwhileError:
+        raise
+    except (IntegrityError, sqlite3.IntegrityError, psycopg.IntegrityError) as error:
+        if conflicts:
+            raise ConcurrencyConflict(
+                "another writer changed a memory this write depends on; nothing was stored "
+                "(read again and retry)"
+            ) from error
+        raise StoreUnavailable(f"the store refused a write: {first_line(error)}") from error
+    except DRIVER_ERRORS as error:
+        raise StoreUnavailable(f"the store failed: {first_line(error)}") from error
+
+
+def first_line(error: BaseException) -> str:
+    """Return the first line of an error's message."""
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,211 @@
+"""The append-only log: serialised appends with ledger-assigned time and a hash chain.
+
+Every append takes the database's write lock, reads the tip of the log, stamps each new
+event with ``recorded_at = max(now, last + 1 µs)`` (so transaction time strictly
+increases in log order even when a clock steps back, across processes), chains its hash
+to the previous event's, and inserts everything in one transaction. A per-memory version
+clash (another writer appended to the same memory first) surfaces as
+``ConcurrencyConflict`` and stores nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+
+from erstwhile.domain.events import LedgerEvent
+from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
+from erstwhile.eventstore.backend import Backend, Sql, translated_errors
+from erstwhile.eventstore.mapper import PydanticMapper
+from erstwhile.eventstore.records import (
+    GENESIS_HASH,
+    IdempotencyClaim,
+    LogTip,
+    RecordedEvent,
+    chain_hash,
+)
+
+EventBuilder = Callable[[datetime], Sequence[LedgerEvent]]
+"""Builds a command's events once the append knows its recording instant."""
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What an append stored, or the earlier write an idempotency key points to."""
+
+    events: tuple[RecordedEvent, ...] = ()
+    replayed: tuple[IdempotencyClaim, ...] = ()
+
+    @property
+    def position(self) -> int:
+        """The position of the last event stored by this append."""
+        return self.events[-1].position
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events to read: positions ``(after, until]``, instants ``[since, before)``."""
+
+    after: int | None = None
+    until: int | None = None
+    since: datetime | None = None
+    before: datetime | None = None
+    memory_id: UUID | None = None
+    actor: str | None = None
+    namespace: str | None = None
+
+    def where(self) -> tuple[str, list[Any]]:
+        """Return the SQL condition and its parameters."""
+        terms: list[tuple[str, Any]] = [
+            ("position > ?", self.after),
+            ("position <= ?", self.until),
+            ("recorded_at >= ?", self.since and to_micros(self.since)),
+            ("recorded_at < ?", self.before and to_micros(self.before)),
+            ("originator_id = ?", self.memory_id),
+            ("actor = ?", self.actor),
+            ("namespace = ?", self.namespace),
+        ]
+        used = [(clause, value) for clause, value in terms if value is not None]
+        condition = " AND ".join(clause for clause, _ in used) or "1 = 1"
+        return condition, [value for _, value in used]
+
+
+class EventLog:
+    """The ledger's log over one backend."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.mapper = PydanticMapper()
+        self.table = backend.events_table
+
+    def append(
+        self,
+        build: EventBuilder,
+        *,
+        actor: str,
+        namespace: str,
+        now: datetime,
+        idempotency: Sequence[IdempotencyClaim] = (),
+    ) -> AppendResult:
+        """Append the events ``build`` returns, atomically, at the next instants of the log.
+
+        If any idempotency key was claimed before, nothing is appended and the earlier
+        claims are returned instead, for the caller to compare.
+        """
+        with translated_errors(conflicts=True), self.backend.write() as sql:
+            earlier = [self._claimed(sql, c.namespace, c.key) for c in idempotency]
+            if any(claim is not None for claim in earlier):
+                return AppendResult(replayed=tuple(c for c in earlier if c is not None))
+            tip = self.tip(sql)
+            start = now
+            if tip.recorded_at is not None:
+                start = max(now, from_micros(tip.recorded_at) + ONE_MICROSECOND)
+            events = self._stamp(build(start), tip, start, actor, namespace)
+            if not events:
+                return AppendResult()
+            self.backend.insert_events(sql, events)
+            for claim in idempotency:
+                self._claim(sql, claim)
+            self.backend.notify(sql)
+            return AppendResult(events=tuple(events))
+
+    def _stamp(
+        self,
+        domain_events: Sequence[LedgerEvent],
+        tip: LogTip,
+        start: datetime,
+        actor: str,
+        namespace: str,
+    ) -> list[RecordedEvent]:
+        stamped: list[RecordedEvent] = []
+        previous = tip.hash
+        for offset, event in enumerate(domain_events):
+            stored = self.mapper.to_stored_event(event)
+            unhashed = RecordedEvent(
+                position=tip.position + 1 + offset,
+                recorded_at=start + offset * ONE_MICROSECOND,
+                memory_id=UUID(str(stored.originator_id)),
+                version=stored.originator_version,
+                topic=stored.topic,
+                schema_version=type(event).class_version,
+                actor=actor,
+                namespace=namespace,
+                payload=stored.state,
+                hash=b"",
+            )
+            previous = chain_hash(previous, unhashed)
+            stamped.append(replace(unhashed, hash=previous))
+        return stamped
+
+    def tip(self, sql: Sql) -> LogTip:
+        """Return the last event's position, instant and hash, inside an open transaction."""
+        sql.execute(
+            f"SELECT position, recorded_at, hash FROM {self.table} ORDER BY position DESC LIMIT 1"
+        )
+        row = sql.fetchone()
+        if row is None:
+            return LogTip(0, None, GENESIS_HASH)
+        return LogTip(row["position"], row["recorded_at"], bytes(row["hash"]))
+
+    def _claimed(self, sql: Sql, namespace: str, key: str) -> IdempotencyClaim | None:
+        sql.execute(
+            "SELECT memory_id, fingerprint FROM erstwhile_idempotency "
+            "WHERE namespace = ? AND idempotency_key = ?",
+            (namespace, key),
+        )
+        row = sql.fetchone()
+        if row is None:
+            return None
+        return IdempotencyClaim(namespace, key, row["fingerprint"], UUID(str(row["memory_id"])))
+
+    def _claim(self, sql: Sql, claim: IdempotencyClaim) -> None:
+        sql.execute(
+            "INSERT INTO erstwhile_idempotency (namespace, idempotency_key, fingerprint, memory_id)"
+            " VALUES (?, ?, ?, ?)",
+            (claim.namespace, claim.key, claim.fingerprint, str(claim.memory_id)),
+        )
+
+    def claimed(self, namespace: str, key: str) -> IdempotencyClaim | None:
+        """Return the earlier write made under an idempotency key, if any."""
+        with translated_errors(), self.backend.read() as sql:
+            return self._claimed(sql, namespace, key)
+
+    def head(self) -> int:
+        """Return the position of the latest event (0 for an empty log)."""
+        with translated_errors(), self.backend.read() as sql:
+            return self.tip(sql).position
+
+    def read(
+        self, sql: Sql, selection: EventFilter, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """Return the selected events in log order, inside an open transaction."""
+        condition, params = selection.where()
+        statement = f"SELECT * FROM {self.table} WHERE {condition} ORDER BY position"
+        if limit is not None:
+            statement += " LIMIT ?"
+            params.append(limit)
+        sql.execute(statement, params)
+        return [RecordedEvent.from_row(row) for row in sql.fetchall()]
+
+    def events(self, selection: EventFilter, batch: int = 1000) -> Iterator[RecordedEvent]:
+        """Stream the selected events in log order, a batch per read transaction."""
+        after = selection.after
+        while True:
+            page = EventFilter(**{**selection.__dict__, "after": after})
+            with translated_errors(), self.backend.read() as sql:
+                records = self.read(sql, page, limit=batch)
+            yield from records
+            if len(records) < batch:
+                return
+            after = records[-1].position
+
+    def decode(self, record: RecordedEvent) -> LedgerEvent:
+        """Return the domain event of a stored record, upcast to the current schema."""
+        stored = StoredEvent(record.memory_id, record.version, record.topic, record.payload)
+        event: LedgerEvent = self.mapper.to_domain_event(stored)
+        return event

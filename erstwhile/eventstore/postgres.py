@@ -1,0 +1,220 @@
+"""The PostgreSQL backend: eventsourcing's datastore (a psycopg 3 pool) and recorders,
+with the ledger's columns.
+
+Appends take ``LOCK TABLE ... IN EXCLUSIVE MODE`` (as eventsourcing's own recorder does)
+so commits happen in position order and readers never skip a gap that fills later;
+plain reads are not blocked. Projection updates take a transaction-scoped advisory lock.
+A ``schema`` in the URL (``?schema=name``) keeps a ledger in its own schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresTrackingRecorder,
+)
+from psycopg import Connection
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
+
+from erstwhile.domain.errors import StoreUnavailable
+from erstwhile.domain.time import to_micros
+from erstwhile.eventstore.backend import Backend, Sql
+from erstwhile.eventstore.records import RecordedEvent
+
+PROJECTION_LOCK_KEY = 0x657273747768696C  # "erstwhil"
+
+
+class LedgerPostgresDatastore(PostgresDatastore):
+    """A datastore whose connections resolve unqualified names in the ledger's schema."""
+
+    def after_connect_func(self) -> Callable[[Connection[Any]], None]:
+        setup = super().after_connect_func()
+        search_path = SQL("SET search_path TO {0}").format(Identifier(self.schema))
+
+        def after_connect(conn: Connection[DictRow]) -> None:
+            setup(conn)
+            conn.execute(search_path)
+
+        return after_connect
+
+
+class LedgerPostgresRecorder(PostgresApplicationRecorder):
+    """The application recorder with the ledger's columns and an explicit position."""
+
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        super().__init__(datastore, events_table_name=Backend.events_table)
+        schema, table = Identifier(datastore.schema), Identifier(self.events_table_name)
+        self.sql_create_statements = [
+            SQL(statement).format(schema=schema, table=table)
+            for statement in (
+                "CREATE TABLE IF NOT EXISTS {schema}.{table} ("
+                "position bigint PRIMARY KEY, "
+                "originator_id uuid NOT NULL, "
+                "originator_version bigint NOT NULL, "
+                "topic text NOT NULL, "
+                "schema_version integer NOT NULL, "
+                "state bytea NOT NULL, "
+                "recorded_at bigint NOT NULL, "
+                "actor text NOT NULL, "
+                "namespace text NOT NULL, "
+                "hash bytea NOT NULL, "
+                "UNIQUE (originator_id, originator_version))",
+                "CREATE INDEX IF NOT EXISTS erstwhile_events_recorded_at "
+                "ON {schema}.{table} (recorded_at)",
+                "CREATE INDEX IF NOT EXISTS erstwhile_events_namespace "
+                "ON {schema}.{table} (namespace, position)",
+                "CREATE TABLE IF NOT EXISTS {schema}.erstwhile_idempotency ("
+                "namespace text NOT NULL, idempotency_key text NOT NULL, "
+                "fingerprint text NOT NULL, memory_id uuid NOT NULL, "
+                "PRIMARY KEY (namespace, idempotency_key))",
+                "CREATE OR REPLACE FUNCTION {schema}.erstwhile_refuse_change() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN "
+                "RAISE EXCEPTION 'erstwhile_events is append-only'; END $$",
+                "DO $$ BEGIN CREATE TRIGGER erstwhile_events_append_only "
+                "BEFORE UPDATE OR DELETE ON {schema}.{table} "
+                "FOR EACH ROW EXECUTE FUNCTION {schema}.erstwhile_refuse_change(); "
+                "EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+            )
+        ]
+        self.insert_recorded_statement = SQL(
+            "INSERT INTO {schema}.{table} (position, originator_id, originator_version, topic,"
+            " schema_version, state, recorded_at, actor, namespace, hash)"
+            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+        ).format(schema=schema, table=table)
+        self.max_notification_id_statement = SQL(
+            "SELECT MAX(position) AS max FROM {schema}.{table}"
+        ).format(schema=schema, table=table)
+
+    def insert_recorded(self, cursor: Any, events: Sequence[RecordedEvent]) -> None:
+        """Insert fully formed events (position, time and hash already assigned)."""
+        cursor.executemany(
+            self.insert_recorded_statement,
+            [
+                (
+                    e.position,
+                    e.memory_id,
+                    e.version,
+                    e.topic,
+                    e.schema_version,
+                    e.payload,
+                    to_micros(e.recorded_at),
+                    e.actor,
+                    e.namespace,
+                    e.hash,
+                )
+                for e in events
+            ],
+        )
+
+
+class PostgresSql:
+    """:class:`Sql` over a psycopg cursor, turning ``?`` placeholders into ``%s``."""
+
+    _statements: dict[str, str] = {}
+
+    def __init__(self, cursor: Any) -> None:
+        self.raw = cursor
+
+    def _convert(self, statement: str) -> str:
+        converted = self._statements.get(statement)
+        if converted is None:
+            converted = statement.replace("%", "%%").replace("?", "%s")
+            self._statements[statement] = converted
+        return converted
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self.raw.execute(self._convert(statement), params)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.raw.executemany(self._convert(statement), rows)
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return list(self.raw.fetchall())
+
+
+def datastore_from_url(
+    url: str, pool_size: int = 2, max_overflow: int = 8
+) -> LedgerPostgresDatastore:
+    """Return a datastore for ``postgresql://user[:password]@host[:port]/db[?schema=name]``."""
+    parts = urlsplit(url)
+    if not parts.path.strip("/"):
+        raise StoreUnavailable(f"the PostgreSQL URL {url!r} names no database")
+    query = parse_qs(parts.query)
+    return LedgerPostgresDatastore(
+        dbname=unquote(parts.path.lstrip("/")),
+        host=parts.hostname or "localhost",
+        port=parts.port or 5432,
+        user=unquote(parts.username or "postgres"),
+        password=unquote(parts.password or ""),
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        schema=query.get("schema", ["public"])[0],
+        connect_timeout=10,
+        pool_open_timeout=10,
+        lock_timeout=30,
+    )
+
+
+class PostgresBackend(Backend):
+    """A ledger in a PostgreSQL database (and schema)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.datastore = datastore_from_url(url)
+        self.recorder = LedgerPostgresRecorder(self.datastore)
+        self.tracker = PostgresTrackingRecorder(
+            self.datastore, tracking_table_name="erstwhile_tracking"
+        )
+
+    def create_tables(self) -> None:
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(
+                SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(self.datastore.schema))
+            )
+        self.recorder.create_table()
+        self.tracker.create_table()
+
+    @contextmanager
+    def write(self) -> Iterator[Sql]:
+        with self.datastore.transaction(commit=True) as cursor:
+            cursor.execute(SQL("SET LOCAL lock_timeout = '30s'"))
+            cursor.execute(
+                SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table)
+                )
+            )
+            yield PostgresSql(cursor)
+
+    @contextmanager
+    def read(self) -> Iterator[Sql]:
+        with self.datastore.transaction(commit=False) as cursor:
+            cursor.execute(SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
+            yield PostgresSql(cursor)
+
+    def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
+        self.recorder.insert_recorded(sql.raw, events)
+
+    def notify(self, sql: Sql) -> None:
+        sql.raw.execute(SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name)))
+
+    def insert_tracking(self, sql: Sql, name: str, position: int) -> None:
+        self.tracker._insert_tracking(sql.raw, self.tracking(name, position))
+
+    def tracked_position(self, sql: Sql, name: str) -> int:
+        return self.tracker._max_tracking_id(name, sql.raw) or 0
+
+    def reset_tracking(self, sql: Sql, name: str) -> None:
+        sql.execute("DELETE FROM erstwhile_tracking WHERE application_name = ?", (name,))
+
+    def close(self) -> None:
+        self.datastore.close()

@@ -1,0 +1,95 @@
+"""What the log stores around each event, and the hash that chains the events together."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+from uuid import UUID
+
+import orjson
+
+from erstwhile.domain.time import from_micros, to_micros
+
+GENESIS_HASH = bytes(32)
+"""The "previous hash" of the first event in a log."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """One stored event with everything the store put around its payload."""
+
+    position: int
+    recorded_at: datetime
+    memory_id: UUID
+    version: int
+    topic: str
+    schema_version: int
+    actor: str
+    namespace: str
+    payload: bytes
+    hash: bytes
+
+    @property
+    def type(self) -> str:
+        """The event's type name, e.g. ``Asserted``."""
+        return self.topic.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+
+    @classmethod
+    def from_row(cls, row: Any) -> RecordedEvent:
+        """Build from a row of the events table (both backends name columns alike)."""
+        return cls(
+            position=row["position"],
+            recorded_at=from_micros(row["recorded_at"]),
+            memory_id=UUID(str(row["originator_id"])),
+            version=row["originator_version"],
+            topic=row["topic"],
+            schema_version=row["schema_version"],
+            actor=row["actor"],
+            namespace=row["namespace"],
+            payload=bytes(row["state"]),
+            hash=bytes(row["hash"]),
+        )
+
+
+def chain_hash(previous: bytes, event: RecordedEvent) -> bytes:
+    """Return the SHA-256 linking ``event`` to the event before it.
+
+    It covers the previous hash, the event's own position, recorded_at, type, memory id,
+    version, actor and namespace, and its payload bytes exactly as stored.
+    """
+    header = orjson.dumps(
+        [
+            event.position,
+            to_micros(event.recorded_at),
+            event.topic,
+            event.schema_version,
+            str(event.memory_id),
+            event.version,
+            event.actor,
+            event.namespace,
+        ]
+    )
+    digest = hashlib.sha256(previous)
+    digest.update(len(header).to_bytes(4, "big"))
+    digest.update(header)
+    digest.update(event.payload)
+    return digest.digest()
+
+
+class IdempotencyClaim(NamedTuple):
+    """A write's idempotency key, the fingerprint of its payload and the memory it made."""
+
+    namespace: str
+    key: str
+    fingerprint: str
+    memory_id: UUID
+
+
+class LogTip(NamedTuple):
+    """The last stored event's position, instant and hash (or the genesis values)."""
+
+    position: int
+    recorded_at: int | None
+    hash: bytes

@@ -1,0 +1,188 @@
+"""The SQLite backend: eventsourcing's SQLite datastore and recorders, with the columns
+the ledger adds (recorded_at, actor, namespace, schema version, hash).
+
+The file runs in WAL mode with ``synchronous=FULL`` (a committed append survives power
+loss), ``secure_delete`` (erased pages are zeroed) and a busy timeout, so racing
+processes queue for the write lock instead of failing. Writers take the lock up front
+(``BEGIN IMMEDIATE``) because the append reads the tip of the log before writing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteDatastore,
+    SQLiteTrackingRecorder,
+)
+
+from erstwhile.domain.time import to_micros
+from erstwhile.eventstore.backend import Backend, Sql
+from erstwhile.eventstore.records import RecordedEvent
+
+BUSY_TIMEOUT_SECONDS = 30
+
+APPEND_ONLY_TRIGGERS = [
+    "CREATE TRIGGER IF NOT EXISTS erstwhile_events_no_update BEFORE UPDATE ON erstwhile_events "
+    "BEGIN SELECT RAISE(ABORT, 'erstwhile_events is append-only'); END",
+    "CREATE TRIGGER IF NOT EXISTS erstwhile_events_no_delete BEFORE DELETE ON erstwhile_events "
+    "BEGIN SELECT RAISE(ABORT, 'erstwhile_events is append-only'); END",
+]
+
+
+class DurableConnectionPool(SQLiteConnectionPool):
+    """eventsourcing's pool, with every connection set up for durability and erasure."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        connection = super()._create_connection()
+        raw = connection._sqlite_conn
+        raw.execute("PRAGMA synchronous=FULL")
+        raw.execute("PRAGMA secure_delete=ON")
+        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
+        return connection
+
+
+class LedgerSQLiteDatastore(SQLiteDatastore):
+    """A datastore whose pool is :class:`DurableConnectionPool`."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, lock_timeout=BUSY_TIMEOUT_SECONDS)
+        self.pool.close()
+        self.pool = DurableConnectionPool(db_name=path, lock_timeout=BUSY_TIMEOUT_SECONDS)
+
+
+class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
+    """The application recorder with the ledger's columns and an explicit position."""
+
+    def __init__(self, datastore: SQLiteDatastore) -> None:
+        super().__init__(datastore, events_table_name=Backend.events_table)
+        self.insert_events_statement = (
+            f"INSERT INTO {self.events_table_name} (position, originator_id, originator_version,"
+            " topic, schema_version, state, recorded_at, actor, namespace, hash)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)"
+        )
+        self.select_max_notification_id_statement = (
+            f"SELECT MAX(position) FROM {self.events_table_name}"
+        )
+
+    def construct_create_table_statements(self) -> list[str]:
+        table = Backend.events_table
+        return [
+            f"CREATE TABLE IF NOT EXISTS {table} ("
+            "position INTEGER PRIMARY KEY, "
+            "originator_id TEXT NOT NULL, "
+            "originator_version INTEGER NOT NULL, "
+            "topic TEXT NOT NULL, "
+            "schema_version INTEGER NOT NULL, "
+            "state BLOB NOT NULL, "
+            "recorded_at INTEGER NOT NULL, "
+            "actor TEXT NOT NULL, "
+            "namespace TEXT NOT NULL, "
+            "hash BLOB NOT NULL, "
+            "UNIQUE (originator_id, originator_version))",
+            f"CREATE INDEX IF NOT EXISTS {table}_recorded_at ON {table} (recorded_at)",
+            f"CREATE INDEX IF NOT EXISTS {table}_namespace ON {table} (namespace, position)",
+            "CREATE TABLE IF NOT EXISTS erstwhile_idempotency ("
+            "namespace TEXT NOT NULL, idempotency_key TEXT NOT NULL, "
+            "fingerprint TEXT NOT NULL, memory_id TEXT NOT NULL, "
+            "PRIMARY KEY (namespace, idempotency_key))",
+            *APPEND_ONLY_TRIGGERS,
+        ]
+
+    def insert_recorded(self, cursor: Any, events: Sequence[RecordedEvent]) -> None:
+        """Insert fully formed events (position, time and hash already assigned)."""
+        cursor.executemany(
+            self.insert_events_statement,
+            [
+                (
+                    e.position,
+                    str(e.memory_id),
+                    e.version,
+                    e.topic,
+                    e.schema_version,
+                    e.payload,
+                    to_micros(e.recorded_at),
+                    e.actor,
+                    e.namespace,
+                    e.hash,
+                )
+                for e in events
+            ],
+        )
+
+
+class SQLiteSql:
+    """:class:`Sql` over a sqlite3 cursor (which already speaks ``?``)."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self.raw = cursor
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self.raw.execute(statement, [_plain(p) for p in params])
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.raw.executemany(statement, [[_plain(p) for p in row] for row in rows])
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self.raw.fetchall()
+
+
+def _plain(value: Any) -> Any:
+    """SQLite has no UUID type: store UUIDs as their canonical text."""
+    return value if isinstance(value, str | int | float | bytes | None) else str(value)
+
+
+class SQLiteBackend(Backend):
+    """A ledger in one SQLite file."""
+
+    def __init__(self, path: str) -> None:
+        self.url = f"sqlite:///{path}"
+        self.path = path
+        self.datastore = LedgerSQLiteDatastore(path)
+        self.recorder = LedgerSQLiteRecorder(self.datastore)
+        self.tracker = SQLiteTrackingRecorder(self.datastore)
+
+    def create_tables(self) -> None:
+        self.recorder.create_table()
+        self.tracker.create_table()
+
+    @contextmanager
+    def write(self) -> Iterator[Sql]:
+        with self.datastore.get_connection(commit=True) as connection:
+            raw = connection._sqlite_conn
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                yield SQLiteSql(raw.cursor())
+            except BaseException:
+                raw.rollback()
+                raise
+            raw.commit()
+
+    @contextmanager
+    def read(self) -> Iterator[Sql]:
+        with self.datastore.transaction(commit=False) as cursor:
+            yield SQLiteSql(cursor.sqlite_cursor)
+
+    def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
+        self.recorder.insert_recorded(sql.raw, events)
+
+    def insert_tracking(self, sql: Sql, name: str, position: int) -> None:
+        self.tracker._insert_tracking(sql.raw, self.tracking(name, position))
+
+    def tracked_position(self, sql: Sql, name: str) -> int:
+        return self.tracker._max_tracking_id(name, sql.raw) or 0
+
+    def reset_tracking(self, sql: Sql, name: str) -> None:
+        sql.execute("DELETE FROM tracking WHERE application_name = ?", (name,))
+
+    def close(self) -> None:
+        self.datastore.close()

@@ -1,0 +1,198 @@
+"""The two core read models.
+
+``memories``: one row per memory with its claim, provenance and current state and links,
+for ``get``, ``history`` and ``chain``.
+
+``memory_versions``: the bitemporal picture. Every event on a memory closes the row that
+described it (``recorded_until`` = the event's ``recorded_at``) and opens a new one, so
+each row is a rectangle: valid window ``[valid_from, valid_until)`` by recorded interval
+``[recorded_from, recorded_until)``. "What was true at V, as known at T" is an index
+range scan over these rectangles, never a replay.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import orjson
+
+from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, Superseded
+from erstwhile.domain.memory import State, normalise_label
+from erstwhile.domain.time import OPEN_END, end_to_micros, to_micros
+from erstwhile.eventstore import RecordedEvent, Sql
+from erstwhile.projections.base import Projection
+
+MEMORY_COLUMNS = (
+    "id, namespace, kind, content, subject, attribute, subject_key, attribute_key, value, "
+    "entities, valid_from, valid_until, occurred_at, confidence, evidence, extractor_id, "
+    "extracted_at, actor, metadata, state, recorded_at, position, version, superseded_by, "
+    "forgotten_at"
+)
+
+
+def json_text(value: object) -> str | None:
+    """Store a JSON value as text; ``None`` (no value) stays NULL."""
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def label_key(label: str | None) -> str | None:
+    """The indexed comparison form of a subject or attribute."""
+    return None if label is None else normalise_label(label)
+
+
+def optional_micros(instant: object) -> int | None:
+    """Stored form of an optional instant."""
+    return to_micros(instant) if isinstance(instant, datetime) else None
+
+
+class MemoriesProjection(Projection):
+    """One row per memory: the claim, its provenance, its current state and links."""
+
+    name = "memories"
+    version = 1
+
+    def create(self, sql: Sql) -> None:
+        sql.execute(
+            "CREATE TABLE IF NOT EXISTS memories ("
+            "id TEXT PRIMARY KEY, namespace TEXT NOT NULL, kind TEXT NOT NULL, "
+            "content TEXT, subject TEXT, attribute TEXT, subject_key TEXT, attribute_key TEXT, "
+            "value TEXT, entities TEXT, valid_from BIGINT NOT NULL, valid_until BIGINT NOT NULL, "
+            "occurred_at BIGINT, confidence DOUBLE PRECISION NOT NULL, evidence TEXT, "
+            "extractor_id TEXT, extracted_at BIGINT, actor TEXT NOT NULL, metadata TEXT, "
+            "state TEXT NOT NULL, recorded_at BIGINT NOT NULL, position BIGINT NOT NULL, "
+            "version BIGINT NOT NULL, superseded_by TEXT, forgotten_at BIGINT)"
+        )
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memories_subject "
+            "ON memories (namespace, subject_key, attribute_key)"
+        )
+        sql.execute("CREATE INDEX IF NOT EXISTS memories_successor ON memories (superseded_by)")
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memories_position ON memories (namespace, position)"
+        )
+
+    def drop(self, sql: Sql) -> None:
+        sql.execute("DROP TABLE IF EXISTS memories")
+
+    def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
+        memory_id = str(record.memory_id)
+        if isinstance(event, Asserted):
+            sql.execute(
+                f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    memory_id, record.namespace, event.kind.value, event.content,
+                    event.subject, event.attribute, label_key(event.subject),
+                    label_key(event.attribute), json_text(event.value),
+                    json_text(list(event.entities)), to_micros(event.valid_from),
+                    end_to_micros(event.valid_until), optional_micros(event.occurred_at),
+                    event.confidence, json_text(list(event.evidence)), event.extractor_id,
+                    optional_micros(event.extracted_at), record.actor,
+                    json_text(event.metadata), State.CURRENT.value,
+                    to_micros(record.recorded_at), record.position, record.version, None, None,
+                ),
+            )  # fmt: skip
+        elif isinstance(event, Superseded):
+            sql.execute(
+                "UPDATE memories SET state = ?, valid_until = ?, superseded_by = ?, version = ? "
+                "WHERE id = ?",
+                (State.SUPERSEDED.value, to_micros(event.at), str(event.newer_id),
+                 record.version, memory_id),
+            )  # fmt: skip
+        elif isinstance(event, Archived):
+            sql.execute(
+                "UPDATE memories SET state = ?, version = ? WHERE id = ?",
+                (State.ARCHIVED.value, record.version, memory_id),
+            )
+        elif isinstance(event, Forgotten):
+            sql.execute(
+                "UPDATE memories SET state = ?, forgotten_at = ?, version = ? WHERE id = ?",
+                (State.FORGOTTEN.value, to_micros(record.recorded_at), record.version, memory_id),
+            )
+
+
+VERSION_COLUMNS = (
+    "memory_id, seq, namespace, kind, subject_key, attribute_key, state, valid_from, "
+    "valid_until, superseded_by, recorded_from, recorded_until"
+)
+
+
+class VersionsProjection(Projection):
+    """The bitemporal rectangles: one row per version of each memory."""
+
+    name = "memory_versions"
+    version = 1
+
+    def create(self, sql: Sql) -> None:
+        sql.execute(
+            "CREATE TABLE IF NOT EXISTS memory_versions ("
+            "memory_id TEXT NOT NULL, seq BIGINT NOT NULL, namespace TEXT NOT NULL, "
+            "kind TEXT NOT NULL, subject_key TEXT, attribute_key TEXT, state TEXT NOT NULL, "
+            "valid_from BIGINT NOT NULL, valid_until BIGINT NOT NULL, superseded_by TEXT, "
+            "recorded_from BIGINT NOT NULL, recorded_until BIGINT NOT NULL, "
+            "PRIMARY KEY (memory_id, seq))"
+        )
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memory_versions_subject ON memory_versions "
+            "(namespace, subject_key, attribute_key, recorded_until, recorded_from)"
+        )
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memory_versions_known ON memory_versions "
+            "(memory_id, recorded_from)"
+        )
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memory_versions_successor "
+            "ON memory_versions (superseded_by)"
+        )
+
+    def drop(self, sql: Sql) -> None:
+        sql.execute("DROP TABLE IF EXISTS memory_versions")
+
+    def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
+        recorded = to_micros(record.recorded_at)
+        if isinstance(event, Asserted):
+            row = [
+                str(record.memory_id), record.version, record.namespace, event.kind.value,
+                label_key(event.subject), label_key(event.attribute), State.CURRENT.value,
+                to_micros(event.valid_from), end_to_micros(event.valid_until), None,
+                recorded, OPEN_END,
+            ]  # fmt: skip
+            self._insert(sql, row)
+            return
+        previous = self._close_latest(sql, str(record.memory_id), recorded)
+        if previous is None:
+            return
+        row = [previous[column] for column in VERSION_COLUMNS.split(", ")]
+        row[1], row[10], row[11] = record.version, recorded, OPEN_END
+        if isinstance(event, Superseded):
+            row[6], row[8], row[9] = (
+                State.SUPERSEDED.value,
+                to_micros(event.at),
+                str(event.newer_id),
+            )
+        elif isinstance(event, Archived):
+            row[6] = State.ARCHIVED.value
+        elif isinstance(event, Forgotten):
+            row[6] = State.FORGOTTEN.value
+        self._insert(sql, row)
+
+    def _insert(self, sql: Sql, row: list[object]) -> None:
+        sql.execute(
+            f"INSERT INTO memory_versions ({VERSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            row,
+        )
+
+    def _close_latest(self, sql: Sql, memory_id: str, recorded: int) -> dict[str, object] | None:
+        sql.execute(
+            f"SELECT {VERSION_COLUMNS} FROM memory_versions "
+            "WHERE memory_id = ? AND recorded_until = ?",
+            (memory_id, OPEN_END),
+        )
+        latest = sql.fetchone()
+        if latest is None:
+            return None
+        sql.execute(
+            "UPDATE memory_versions SET recorded_until = ? WHERE memory_id = ? AND seq = ?",
+            (recorded, memory_id, latest["seq"]),
+        )
+        return {column: latest[column] for column in VERSION_COLUMNS.split(", ")}

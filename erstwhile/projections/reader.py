@@ -1,0 +1,217 @@
+"""Answers to queries, read from the projections (never by replaying the log).
+
+Transaction time is a parameter of every read: ``known_at=None`` reads the latest
+versions; ``known_at=T`` reads the version rows whose recorded interval contains T.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from erstwhile.domain.errors import NotFound
+from erstwhile.domain.memory import Kind, Memory, State, claim_of, normalise_label
+from erstwhile.domain.time import OPEN_END, Window, end_from_micros, from_micros, to_micros
+from erstwhile.domain.writes import Existing
+from erstwhile.eventstore import Sql
+from erstwhile.projections.memories import MEMORY_COLUMNS
+
+LATEST = OPEN_END - 1
+"""The recorded instant that selects every row still open: "as known now"."""
+
+
+@dataclass(frozen=True)
+class MemoryState:
+    """A memory's latest state for a command: what the rules need, and the memory itself
+    (None once forgotten)."""
+
+    existing: Existing
+    memory: Memory | None
+
+    @property
+    def id(self) -> UUID:
+        return self.existing.id
+
+    @property
+    def state(self) -> State:
+        return self.existing.state
+
+    @property
+    def version(self) -> int:
+        return self.existing.version
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
+def _instant(micros: int | None) -> datetime | None:
+    return None if micros is None else from_micros(micros)
+
+
+def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
+    """Build the public model from a ``memories`` row (overridden by version columns)."""
+    keys = row.keys()
+    state = row["v_state"] if "v_state" in keys else row["state"]
+    valid_until = row["v_valid_until"] if "v_valid_until" in keys else row["valid_until"]
+    successor = row["v_superseded_by"] if "v_superseded_by" in keys else row["superseded_by"]
+    return Memory(
+        id=UUID(row["id"]),
+        namespace=row["namespace"],
+        kind=Kind(row["kind"]),
+        content=row["content"],
+        subject=row["subject"],
+        attribute=row["attribute"],
+        value=_json(row["value"]),
+        entities=_json(row["entities"]) or [],
+        valid_from=from_micros(row["valid_from"]),
+        valid_until=end_from_micros(valid_until),
+        occurred_at=_instant(row["occurred_at"]),
+        confidence=row["confidence"],
+        evidence=_json(row["evidence"]) or [],
+        extractor_id=row["extractor_id"],
+        extracted_at=_instant(row["extracted_at"]),
+        actor=row["actor"],
+        metadata=_json(row["metadata"]),
+        state=State(state),
+        recorded_at=from_micros(row["recorded_at"]),
+        position=row["position"],
+        supersedes=list(supersedes),
+        superseded_by=UUID(successor) if successor else None,
+        forgotten_at=_instant(row["forgotten_at"]) if state == State.FORGOTTEN else None,
+    )
+
+
+class MemoryReader:
+    """Reads memories of one namespace from the core projections."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+
+    def state(self, sql: Sql, memory_id: UUID) -> MemoryState:
+        """Return a memory's latest state for validating a command (forgotten included)."""
+        sql.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND namespace = ?",
+            (str(memory_id), self.namespace),
+        )
+        row = sql.fetchone()
+        if row is None:
+            raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
+        visible = row["state"] != State.FORGOTTEN
+        memory = (
+            memory_from_row(row, self._superseded_ids(sql, memory_id, LATEST)) if visible else None
+        )
+        existing = Existing(
+            id=memory_id,
+            kind=Kind(row["kind"]),
+            state=State(row["state"]),
+            window=Window(from_micros(row["valid_from"]), end_from_micros(row["valid_until"])),
+            claim=claim_of(
+                row["subject"], row["attribute"], _json(row["value"]), row["content"] or ""
+            ),
+            version=row["version"],
+        )
+        return MemoryState(existing=existing, memory=memory)
+
+    def get(self, sql: Sql, memory_id: UUID, known_at: datetime | None = None) -> Memory:
+        """Return a visible memory as known at ``known_at`` (latest by default)."""
+        if known_at is None:
+            found = self.state(sql, memory_id).memory
+            if found is None:
+                raise NotFound(f"memory {memory_id} was forgotten")
+            return found
+        rows = self._select_versions(
+            sql, "v.memory_id = ?", [str(memory_id)], to_micros(known_at), order=""
+        )
+        if not rows or rows[0]["v_state"] == State.FORGOTTEN:
+            raise NotFound(
+                f"no memory {memory_id} in namespace {self.namespace!r} "
+                f"as known at {known_at.isoformat()}"
+            )
+        return self._with_links(sql, rows[0], to_micros(known_at))
+
+    def facts(
+        self,
+        sql: Sql,
+        subject: str,
+        attribute: str | None,
+        valid_at: datetime,
+        known_at: datetime | None,
+        include_archived: bool,
+    ) -> list[Memory]:
+        """Return the memories about ``subject`` whose window contains ``valid_at``."""
+        conditions = ["v.subject_key = ?", "v.valid_from <= ?", "v.valid_until > ?"]
+        instant = to_micros(valid_at)
+        params: list[Any] = [normalise_label(subject), instant, instant]
+        if attribute is not None:
+            conditions.append("v.attribute_key = ?")
+            params.append(normalise_label(attribute))
+        hidden = [State.FORGOTTEN.value] + ([] if include_archived else [State.ARCHIVED.value])
+        conditions.append(f"v.state NOT IN ({', '.join('?' for _ in hidden)})")
+        params.extend(hidden)
+        recorded = LATEST if known_at is None else to_micros(known_at)
+        rows = self._select_versions(sql, " AND ".join(conditions), params, recorded)
+        return [self._with_links(sql, row, recorded) for row in rows]
+
+    def linked_ids(self, sql: Sql, memory_id: UUID) -> list[UUID]:
+        """Return the ids this memory was superseded by and supersedes (any state)."""
+        sql.execute(
+            "SELECT superseded_by FROM memories WHERE id = ? AND namespace = ?",
+            (str(memory_id), self.namespace),
+        )
+        row = sql.fetchone()
+        linked = [UUID(row["superseded_by"])] if row and row["superseded_by"] else []
+        sql.execute(
+            "SELECT id FROM memories WHERE superseded_by = ? AND namespace = ?",
+            (str(memory_id), self.namespace),
+        )
+        return linked + [UUID(r["id"]) for r in sql.fetchall()]
+
+    def positions(self, sql: Sql, ids: Sequence[UUID]) -> dict[UUID, tuple[int, bool]]:
+        """Return each memory's log position and whether it is visible (not forgotten)."""
+        found: dict[UUID, tuple[int, bool]] = {}
+        for memory_id in ids:
+            sql.execute(
+                "SELECT position, state FROM memories WHERE id = ? AND namespace = ?",
+                (str(memory_id), self.namespace),
+            )
+            row = sql.fetchone()
+            if row is not None:
+                found[memory_id] = (row["position"], row["state"] != State.FORGOTTEN)
+        return found
+
+    def _select_versions(
+        self,
+        sql: Sql,
+        condition: str,
+        params: list[Any],
+        recorded: int,
+        order: str = " ORDER BY m.valid_from DESC, m.position DESC",
+    ) -> list[Any]:
+        sql.execute(
+            "SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
+            "v.superseded_by AS v_superseded_by FROM memory_versions v "
+            "JOIN memories m ON m.id = v.memory_id "
+            f"WHERE v.namespace = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
+            f"AND {condition}{order}",
+            [self.namespace, recorded, recorded, *params],
+        )
+        return sql.fetchall()
+
+    def _with_links(self, sql: Sql, row: Any, recorded: int) -> Memory:
+        return memory_from_row(row, self._superseded_ids(sql, UUID(row["id"]), recorded))
+
+    def _superseded_ids(self, sql: Sql, memory_id: UUID, recorded: int) -> list[UUID]:
+        """Return the ids ``memory_id`` supersedes, as known at ``recorded``, in log order."""
+        sql.execute(
+            "SELECT v.memory_id FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.superseded_by = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
+            "ORDER BY m.position",
+            (str(memory_id), recorded, recorded),
+        )
+        return [UUID(row["memory_id"]) for row in sql.fetchall()]
