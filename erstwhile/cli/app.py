@@ -119,7 +119,8 @@ def main() -> None:
     except typer.Abort:
         fail("aborted", 1)
     except TyperException as error:
-        message = getattr(error, "format_message", lambda: str(error))()
+        formatter = getattr(error, "format_message", None)
+        message = formatter() if callable(formatter) else str(error)
         fail(message, int(getattr(error, "exit_code", 2)))
     sys.exit(result if isinstance(result, int) else 0)
 

@@ -1,0 +1,104 @@
+"""Every input rule of the contract, refused with a clear message."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from erstwhile import ValidationError
+from erstwhile.domain.memory import (
+    MAX_CONTENT_BYTES,
+    MAX_METADATA_BYTES,
+    Kind,
+    normalise_entities,
+    parse_draft,
+)
+
+BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
+    ({"content": ""}, "content must not be empty"),
+    ({"content": "   \n"}, "content must not be empty"),
+    ({"content": "a\x00b"}, "NUL"),
+    ({"content": "x" * (MAX_CONTENT_BYTES + 1)}, "64 KiB"),
+    ({"content": "é" * (MAX_CONTENT_BYTES // 2 + 1)}, "64 KiB"),
+    ({"content": "x", "kind": "rumour"}, "unknown kind 'rumour'"),
+    ({"content": "x", "valid_from": datetime(2026, 3, 1)}, "naive"),
+    ({"content": "x", "valid_until": "2026-03-01T00:00:00"}, "naive"),
+    ({"content": "x", "occurred_at": "yesterday"}, "ISO 8601"),
+    (
+        {"content": "x", "valid_from": "2026-03-01T00:00:00Z", "valid_until": "2026-03-01T00:00:00Z"},
+        "later than",
+    ),
+    (
+        {"content": "x", "valid_from": "2026-03-02T00:00:00Z", "valid_until": "2026-03-01T00:00:00Z"},
+        "later than",
+    ),
+    (
+        {"content": "x", "occurred_at": "2026-03-02T00:00:00Z", "valid_until": "2026-03-01T00:00:00Z"},
+        "later than",
+    ),
+    ({"content": "x", "kind": "event", "valid_until": "2026-03-01T00:00:00Z"}, "never closes"),
+    ({"content": "x", "confidence": float("nan")}, "between 0 and 1"),
+    ({"content": "x", "confidence": float("inf")}, "between 0 and 1"),
+    ({"content": "x", "confidence": 1.5}, "between 0 and 1"),
+    ({"content": "x", "confidence": -0.1}, "between 0 and 1"),
+    ({"content": "x", "confidence": "high"}, "number"),
+    ({"content": "x", "confidence": True}, "number"),
+    ({"content": "x", "value": {1, 2}}, "not a JSON value"),
+    ({"content": "x", "value": float("nan")}, "not a JSON number"),
+    ({"content": "x", "value": {"a": object()}}, "not a JSON value"),
+    ({"content": "x", "value": {1: "a"}}, "keys must be text"),
+    ({"content": "x", "value": "a\x00"}, "NUL"),
+    ({"content": "x", "metadata": {"blob": "x" * MAX_METADATA_BYTES}}, "16 KiB"),
+    ({"content": "x", "metadata": {"when": datetime(2026, 1, 1, tzinfo=UTC)}}, "JSON"),
+    ({"content": "x", "metadata": ["not", "an", "object"]}, "metadata"),
+    ({"content": "x", "subject": "a\x00"}, "NUL"),
+    ({"content": "x", "subject": "  "}, "blank"),
+    ({"content": "x", "entities": "Berlin"}, "list of names"),
+    ({"content": "x", "entities": [3]}, "text"),
+    ({"content": "x", "evidence": "https://example.org"}, "not one string"),
+    ({"content": "x", "evidence": [""]}, "blank"),
+    ({"content": "x", "colour": "red"}, "unknown argument"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "message"), BAD_INPUTS)
+def test_bad_input_is_refused_clearly(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message) as refused:
+        parse_draft(arguments)
+    assert "\n" not in str(refused.value)
+
+
+def test_defaults() -> None:
+    draft = parse_draft({"content": "The sky is blue"})
+    assert draft.kind is Kind.FACT
+    assert draft.confidence == 1.0
+    assert draft.valid_from is None and draft.valid_until is None
+
+
+def test_entities_are_trimmed_case_folded_and_deduplicated() -> None:
+    assert normalise_entities(["  Berlin ", "BERLIN", "New  York", "", "lisbon"]) == [
+        "berlin",
+        "new york",
+        "lisbon",
+    ]
+    assert parse_draft({"content": "x", "entities": ["Ada ", "ada"]}).entities == ("ada",)
+
+
+def test_window_start_defaults_to_occurred_at_then_to_recording() -> None:
+    recorded = datetime(2026, 9, 1, tzinfo=UTC)
+    occurred = parse_draft({"content": "x", "occurred_at": "2026-04-01T00:00:00Z"})
+    assert occurred.window_from(recorded).start == datetime(2026, 4, 1, tzinfo=UTC)
+    assert parse_draft({"content": "x"}).window_from(recorded).start == recorded
+
+
+def test_valid_until_before_the_recording_instant_is_refused_when_start_defaults() -> None:
+    draft = parse_draft({"content": "x", "valid_until": "2026-01-01T00:00:00Z"})
+    with pytest.raises(ValidationError, match="later than"):
+        draft.window_from(datetime(2026, 9, 1, tzinfo=UTC))
+
+
+def test_json_values_of_every_shape_are_accepted() -> None:
+    for value in ["AWS", 12, 12.5, True, None, [1, "a"], {"region": "eu", "n": [1]}]:
+        assert parse_draft({"content": "x", "value": value}).value == value

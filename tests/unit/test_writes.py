@@ -1,0 +1,85 @@
+"""Planning a batch of writes into events, without any store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import uuid4
+
+import pytest
+
+from erstwhile import NotFound, SupersessionRefused, ValidationError
+from erstwhile.domain.events import Asserted, Superseded
+from erstwhile.domain.ids import uuid7
+from erstwhile.domain.memory import Kind, State, claim_of
+from erstwhile.domain.time import Window
+from erstwhile.domain.writes import Existing, WritePlan, plan_writes
+
+RECORDED = datetime(2026, 9, 1, tzinfo=UTC)
+MAR = datetime(2026, 3, 1, tzinfo=UTC)
+JUL = datetime(2026, 7, 1, tzinfo=UTC)
+
+
+def existing(version: int = 1) -> Existing:
+    return Existing(
+        uuid4(), Kind.FACT, State.CURRENT, Window(MAR), claim_of("t", "a", 1, "one"), version
+    )
+
+
+def test_a_supersession_asserts_then_closes_the_older_at_the_newer_start() -> None:
+    older = existing(version=3)
+    plan = WritePlan.parse({"content": "two", "value": 2, "valid_from": JUL, "supersedes": [older.id]})
+    new_id = uuid4()
+    events = plan_writes([plan], [new_id], {older.id: older}, RECORDED)
+    assert [type(e) for e in events] == [Asserted, Superseded]
+    asserted, superseded = events
+    assert isinstance(asserted, Asserted) and isinstance(superseded, Superseded)
+    assert asserted.valid_from == JUL and asserted.supersedes == (older.id,)
+    assert superseded.originator_id == older.id and superseded.originator_version == 4
+    assert superseded.newer_id == new_id and superseded.at == JUL
+
+
+def test_default_start_is_the_recording_instant() -> None:
+    plan = WritePlan.parse({"content": "x"})
+    (asserted,) = plan_writes([plan], [uuid4()], {}, RECORDED)
+    assert isinstance(asserted, Asserted) and asserted.valid_from == RECORDED
+
+
+def test_one_batch_cannot_supersede_the_same_memory_twice() -> None:
+    older = existing()
+    plans = [
+        WritePlan.parse({"content": f"v{n}", "value": n + 10, "supersedes": [older.id]})
+        for n in range(2)
+    ]
+    with pytest.raises(SupersessionRefused) as refused:
+        plan_writes(plans, [uuid4(), uuid4()], {older.id: older}, RECORDED)
+    assert refused.value.reason == "already_superseded"
+
+
+def test_fingerprint_is_stable_and_payload_sensitive() -> None:
+    first = WritePlan.parse({"content": "x", "idempotency_key": "k1"})
+    again = WritePlan.parse({"content": "x", "idempotency_key": "k2"})
+    other = WritePlan.parse({"content": "y", "idempotency_key": "k1"})
+    assert first.fingerprint == again.fingerprint != other.fingerprint
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        ({"content": "x", "policy": "last_one_wins"}, ValidationError),
+        ({"content": "x", "idempotency_key": ""}, ValidationError),
+        ({"content": "x", "idempotency_key": 7}, ValidationError),
+        ({"content": "x", "observed_position": -1}, ValidationError),
+        ({"content": "x", "observed_position": "3"}, ValidationError),
+        ({"content": "x", "supersedes": ["not-a-uuid"]}, NotFound),
+    ],
+)
+def test_control_arguments_are_checked(arguments: dict[str, object], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        WritePlan.parse(arguments)
+
+
+def test_uuid7_layout_and_order() -> None:
+    earlier = uuid7(MAR, bytes(10))
+    later = uuid7(JUL, bytes(10))
+    assert earlier.version == 7 and earlier.variant == "specified in RFC 4122"
+    assert earlier < later
