@@ -15,6 +15,7 @@ from uuid import UUID
 from erstwhile.domain.errors import (
     IdempotencyMismatch,
     NotFound,
+    SupersessionRefused,
     ValidationError,
 )
 from erstwhile.domain.events import Archived, Forgotten, LedgerEvent
@@ -170,7 +171,10 @@ class Ledger:
     ) -> Memory:
         """Assert a memory that supersedes ``older_id`` at ``at``; unset structured fields
         (kind, subject, attribute, value, entities) are copied from the older memory."""
-        older = self.get(older_id)
+        target = self._state(older_id)
+        if target.memory is None:
+            raise SupersessionRefused("not_current", f"memory {target.id} is forgotten")
+        older = target.memory
         at_instant = optional_utc(at, "at")
         if at_instant is not None:
             given = optional_utc(fields.get("valid_from"), "valid_from")

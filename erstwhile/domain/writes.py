@@ -125,13 +125,15 @@ def plan_writes(
     """Return the events of a batch of writes recorded at ``recorded_at``.
 
     Each supersession is checked against the touched memory as this very batch leaves
-    it, so one batch cannot supersede the same memory twice.
+    it, so one batch cannot supersede the same memory twice. A new memory's ``Asserted``
+    comes after the ``Superseded`` events it causes: the log assigns consecutive
+    microseconds within an append, so "as known at the new memory's ``recorded_at``"
+    sees the whole write, links included.
     """
     state = dict(touched)
     events: list[LedgerEvent] = []
     for plan, memory_id in zip(plans, ids, strict=True):
         window = plan.draft.window_from(recorded_at)
-        events.append(assert_event(plan, memory_id, window))
         newer = Side(memory_id, plan.draft.kind, State.CURRENT, window, plan.draft.claim())
         for older_id in plan.supersedes:
             older = state[older_id]
@@ -150,4 +152,5 @@ def plan_writes(
                 window=older.window.closed_at(window.start),
                 version=older.version + 1,
             )
+        events.append(assert_event(plan, memory_id, window))
     return events

@@ -30,8 +30,8 @@ def test_a_supersession_asserts_then_closes_the_older_at_the_newer_start() -> No
     plan = WritePlan.parse({"content": "two", "value": 2, "valid_from": JUL, "supersedes": [older.id]})
     new_id = uuid4()
     events = plan_writes([plan], [new_id], {older.id: older}, RECORDED)
-    assert [type(e) for e in events] == [Asserted, Superseded]
-    asserted, superseded = events
+    assert [type(e) for e in events] == [Superseded, Asserted]
+    superseded, asserted = events
     assert isinstance(asserted, Asserted) and isinstance(superseded, Superseded)
     assert asserted.valid_from == JUL and asserted.supersedes == (older.id,)
     assert superseded.originator_id == older.id and superseded.originator_version == 4

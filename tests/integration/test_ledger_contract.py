@@ -1,0 +1,373 @@
+"""The backend contract: every API method, run on a SQLite file and on PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID, uuid4
+
+import pytest
+
+from erstwhile import (
+    IdempotencyMismatch,
+    Kind,
+    Ledger,
+    NotFound,
+    State,
+    SupersessionRefused,
+    ValidationError,
+)
+from tests.conftest import START, ManualClock, OpenLedger, event_count
+
+MAR = "2026-03-01T00:00:00Z"
+JUL = "2026-07-01T00:00:00Z"
+JUL_DT = datetime(2026, 7, 1, tzinfo=UTC)
+
+
+def supabase(ledger: Ledger, **extra: object) -> object:
+    return ledger.remember(
+        "The team uses Supabase",
+        subject="team",
+        attribute="database",
+        value="Supabase",
+        valid_from=MAR,
+        **extra,
+    )
+
+
+def test_remember_returns_the_memory_with_provenance(ledger: Ledger, clock: ManualClock) -> None:
+    memory = ledger.remember(
+        "Ada prefers tea",
+        kind="preference",
+        subject="Ada",
+        attribute="drink",
+        value={"name": "tea", "sugar": False},
+        entities=["Ada", " TEA "],
+        confidence=0.8,
+        evidence=["https://chat.example/42"],
+        extractor_id="extractor-v2",
+        extracted_at="2026-08-31T12:00:00Z",
+        metadata={"channel": "chat"},
+    )
+    assert memory.kind is Kind.PREFERENCE and memory.state is State.CURRENT
+    assert memory.namespace == "acme" and memory.actor == "tester"
+    assert memory.recorded_at == START and memory.valid_from == START
+    assert memory.valid_until is None and memory.position == 1
+    assert memory.entities == ["ada", "tea"]
+    assert memory.value == {"name": "tea", "sugar": False}
+    assert memory.evidence == ["https://chat.example/42"]
+    assert memory.extractor_id == "extractor-v2"
+    assert memory.extracted_at == datetime(2026, 8, 31, 12, tzinfo=UTC)
+    assert memory.metadata == {"channel": "chat"}
+    assert memory.id.version == 7
+    assert ledger.get(memory.id) == memory
+    assert ledger.get(str(memory.id)) == memory
+
+
+def test_window_opens_at_occurred_at_when_no_valid_from(ledger: Ledger) -> None:
+    memory = ledger.remember("Standup held", kind="event", occurred_at="2026-08-30T09:00:00Z")
+    assert memory.valid_from == datetime(2026, 8, 30, 9, tzinfo=UTC)
+    assert memory.occurred_at == memory.valid_from
+    assert memory.recorded_at == START
+
+
+def test_get_refuses_unknown_malformed_and_foreign_ids(open_ledger: OpenLedger) -> None:
+    acme = open_ledger(namespace="acme")
+    other = open_ledger(namespace="other")
+    memory = acme.remember("secret plan")
+    for missing in (uuid4(), "not-a-uuid"):
+        with pytest.raises(NotFound):
+            acme.get(missing)
+    with pytest.raises(NotFound):
+        other.get(memory.id)
+    assert other.facts("team") == []
+    assert list(other.events()) == []
+
+
+def test_revise_supersedes_and_links_both_ways(ledger: Ledger) -> None:
+    old = supabase(ledger)
+    new = ledger.revise(old.id, "The team moved to AWS", value="AWS", at=JUL)  # type: ignore[attr-defined]
+    older = ledger.get(old.id)  # type: ignore[attr-defined]
+    assert new.supersedes == [older.id] and older.superseded_by == new.id
+    assert older.state is State.SUPERSEDED and older.valid_until == JUL_DT
+    assert new.valid_from == JUL_DT and new.valid_until is None
+    assert (new.subject, new.attribute, new.kind) == ("team", "database", Kind.FACT)
+
+
+def test_revise_copies_unset_structured_fields(ledger: Ledger) -> None:
+    old = ledger.remember(
+        "Lisbon", kind="preference", subject="me", attribute="city", value="Lisbon",
+        entities=["me"], valid_from=MAR,
+    )  # fmt: skip
+    new = ledger.revise(old.id, "Actually I moved to Berlin", at=JUL)
+    assert (new.kind, new.subject, new.attribute, new.value, new.entities) == (
+        Kind.PREFERENCE, "me", "city", "Lisbon", ["me"],
+    )  # fmt: skip
+
+
+def test_revise_without_at_supersedes_at_the_recording_instant(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    old = supabase(ledger)
+    later = clock.advance(days=1)
+    new = ledger.revise(old.id, "The team moved to AWS", value="AWS")
+    assert new.valid_from == later == ledger.get(old.id).valid_until
+
+
+def test_revise_refuses_at_that_disagrees_with_valid_from(ledger: Ledger) -> None:
+    old = supabase(ledger)
+    before = event_count(ledger)
+    with pytest.raises(ValidationError, match="disagree"):
+        ledger.revise(old.id, "AWS", value="AWS", at=JUL, valid_from="2026-08-01T00:00:00Z")
+    assert event_count(ledger) == before
+
+
+def test_a_memory_may_consolidate_several(ledger: Ledger) -> None:
+    first = ledger.remember("deadline Friday", subject="launch", attribute="deadline",
+                            value="Fri", valid_from=MAR)  # fmt: skip
+    second = ledger.remember("deadline Monday", subject="launch", attribute="deadline",
+                             value="Mon", valid_from=MAR)  # fmt: skip
+    merged = ledger.remember("deadline is Tuesday", subject="launch", attribute="deadline",
+                             value="Tue", valid_from=JUL, supersedes=[first.id, second.id])  # fmt: skip
+    assert merged.supersedes == [first.id, second.id]
+    assert ledger.get(first.id).superseded_by == merged.id == ledger.get(second.id).superseded_by
+    assert [m.id for m in ledger.history(merged.id).supersedes] == [first.id, second.id]
+    assert {m.id for m in ledger.chain(first.id)} == {first.id, second.id, merged.id}
+
+
+def test_remember_many_is_all_or_nothing(ledger: Ledger) -> None:
+    old = supabase(ledger)
+    before = event_count(ledger)
+    with pytest.raises(SupersessionRefused):
+        ledger.remember_many(
+            [
+                {"content": "fine"},
+                {"content": "AWS", "value": "AWS", "valid_from": JUL, "supersedes": [old.id]},
+                {"content": "GCP", "value": "GCP", "valid_from": JUL, "supersedes": [old.id]},
+            ]
+        )
+    assert event_count(ledger) == before
+    assert ledger.get(old.id).state is State.CURRENT
+    made = ledger.remember_many([{"content": f"note {n}", "kind": "note"} for n in range(3)])
+    assert [m.content for m in made] == ["note 0", "note 1", "note 2"]
+    assert [m.position for m in made] == [before + 1, before + 2, before + 3]
+    assert ledger.remember_many([]) == []
+
+
+def test_idempotent_retry_returns_the_first_result_and_appends_nothing(ledger: Ledger) -> None:
+    first = ledger.remember("Ada likes tea", idempotency_key="msg-1")
+    before = event_count(ledger)
+    again = ledger.remember("Ada likes tea", idempotency_key="msg-1")
+    assert again == first and event_count(ledger) == before
+    with pytest.raises(IdempotencyMismatch):
+        ledger.remember("Ada likes coffee", idempotency_key="msg-1")
+    assert event_count(ledger) == before
+
+
+def test_idempotent_retry_of_a_supersession(ledger: Ledger) -> None:
+    old = supabase(ledger)
+    args = {"value": "AWS", "valid_from": JUL, "supersedes": [old.id], "idempotency_key": "k"}
+    first = ledger.remember("AWS", **args)
+    before = event_count(ledger)
+    assert ledger.remember("AWS", **args) == first
+    assert event_count(ledger) == before
+
+
+def test_archive_retires_from_now_but_keeps_the_window(ledger: Ledger) -> None:
+    memory = supabase(ledger)
+    archived = ledger.archive(memory.id, reason="stale")  # type: ignore[attr-defined]
+    assert archived.state is State.ARCHIVED and archived.valid_until is None
+    assert ledger.facts("team", "database") == []
+    assert [m.id for m in ledger.facts("team", as_of="2026-04-01T00:00:00Z")] == [archived.id]
+    before = event_count(ledger)
+    assert ledger.archive(memory.id) == archived  # type: ignore[attr-defined]
+    assert event_count(ledger) == before
+    with pytest.raises(SupersessionRefused) as refused:
+        ledger.revise(archived.id, "AWS", value="AWS", at=JUL)
+    assert refused.value.reason == "not_current"
+
+
+def test_a_superseded_memory_can_be_archived(ledger: Ledger) -> None:
+    old = supabase(ledger)
+    ledger.revise(old.id, "AWS", value="AWS", at=JUL)  # type: ignore[attr-defined]
+    archived = ledger.archive(old.id)  # type: ignore[attr-defined]
+    assert archived.state is State.ARCHIVED and archived.superseded_by is not None
+
+
+def test_soft_forget_hides_at_once_but_not_from_the_past(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    memory = supabase(ledger)
+    known_before = clock.advance(hours=1)
+    clock.advance(hours=1)
+    ledger.forget(memory.id, reason="asked to")  # type: ignore[attr-defined]
+    with pytest.raises(NotFound):
+        ledger.get(memory.id)  # type: ignore[attr-defined]
+    assert ledger.facts("team") == []
+    assert ledger.facts("team", as_of="2026-04-01T00:00:00Z") == []
+    assert ledger.facts("team", as_of="2026-04-01T00:00:00Z", known_at=clock()) == []
+    assert ledger.get(memory.id, known_at=known_before).state is State.CURRENT  # type: ignore[attr-defined]
+    assert [m.id for m in ledger.facts("team", known_at=known_before)] == [memory.id]  # type: ignore[attr-defined]
+    before = event_count(ledger)
+    ledger.forget(memory.id)  # type: ignore[attr-defined]
+    assert event_count(ledger) == before
+    forgotten = [e for e in ledger.events(memory_id=memory.id) if e.type == "Forgotten"]  # type: ignore[attr-defined]
+    assert forgotten[0].data == {"hard": False, "reason": "asked to"}
+    with pytest.raises(SupersessionRefused) as refused:
+        ledger.revise(memory.id, "AWS", value="AWS", at=JUL)  # type: ignore[attr-defined]
+    assert refused.value.reason == "not_current"
+    with pytest.raises(NotFound):
+        ledger.archive(memory.id)  # type: ignore[attr-defined]
+
+
+def test_hard_forget_is_refused_until_crypto_shredding_exists(ledger: Ledger) -> None:
+    memory = supabase(ledger)
+    before = event_count(ledger)
+    with pytest.raises(ValidationError, match="hard forget"):
+        ledger.forget(memory.id, hard=True)  # type: ignore[attr-defined]
+    assert event_count(ledger) == before
+
+
+def test_commands_on_unknown_ids_raise_not_found(ledger: Ledger) -> None:
+    before = event_count(ledger)
+    for command in (
+        lambda: ledger.revise(uuid4(), "x"),
+        lambda: ledger.archive(uuid4()),
+        lambda: ledger.forget(uuid4()),
+        lambda: ledger.remember("x", supersedes=[uuid4()]),
+        lambda: ledger.history(uuid4()),
+        lambda: ledger.chain(uuid4()),
+        lambda: ledger.get(uuid4(), known_at=JUL),
+    ):
+        with pytest.raises(NotFound):
+            command()
+    assert event_count(ledger) == before
+
+
+def test_history_is_one_level_each_way_and_chain_is_the_whole_lineage(ledger: Ledger) -> None:
+    a = supabase(ledger)
+    b = ledger.revise(a.id, "AWS", value="AWS", at=JUL)  # type: ignore[attr-defined]
+    c = ledger.revise(b.id, "GCP", value="GCP", at="2026-08-01T00:00:00Z")
+    middle = ledger.history(b.id)
+    assert middle.memory.id == b.id
+    assert middle.superseded_by is not None and middle.superseded_by.id == c.id
+    assert [m.id for m in middle.supersedes] == [a.id]  # type: ignore[attr-defined]
+    assert ledger.history(c.id).superseded_by is None
+    for member in (a.id, b.id, c.id):  # type: ignore[attr-defined]
+        assert [m.id for m in ledger.chain(member)] == [a.id, b.id, c.id]  # type: ignore[attr-defined]
+    lone = ledger.remember("unrelated")
+    assert [m.id for m in ledger.chain(lone.id)] == [lone.id]
+
+
+def test_facts_rules_for_now_as_of_and_known_at(ledger: Ledger, clock: ManualClock) -> None:
+    old = supabase(ledger)
+    recorded_old = clock()
+    clock.advance(days=1)
+    new = ledger.revise(old.id, "AWS", value="AWS", at=JUL)  # type: ignore[attr-defined]
+    ids = lambda ms: [m.id for m in ms]  # noqa: E731
+    assert ids(ledger.facts("team", "database")) == [new.id]
+    assert ids(ledger.facts("TEAM ", " Database")) == [new.id]
+    assert ids(ledger.facts("team", as_of="2026-03-15T00:00:00Z")) == [old.id]  # type: ignore[attr-defined]
+    assert ids(ledger.facts("team", as_of=JUL)) == [new.id]
+    assert ids(ledger.facts("team", as_of="2026-02-01T00:00:00Z")) == []
+    assert ids(ledger.facts("team", known_at=recorded_old)) == [old.id]  # type: ignore[attr-defined]
+    assert ids(ledger.facts("team", known_at=recorded_old - timedelta(microseconds=1))) == []
+    as_then = ledger.get(old.id, known_at=recorded_old)  # type: ignore[attr-defined]
+    assert as_then.state is State.CURRENT and as_then.valid_until is None
+    assert as_then.superseded_by is None
+    assert ledger.get(new.id, known_at=new.recorded_at).supersedes == [old.id]  # type: ignore[attr-defined]
+    assert ledger.get(old.id, known_at=new.recorded_at).superseded_by == new.id  # type: ignore[attr-defined]
+    with pytest.raises(NotFound):
+        ledger.get(new.id, known_at=new.recorded_at - timedelta(microseconds=1))
+    assert ledger.facts("nobody") == []
+
+
+def test_a_future_supersession_leaves_the_older_true_until_then(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    old = supabase(ledger)
+    new = ledger.revise(old.id, "AWS", value="AWS", at="2026-12-01T00:00:00Z")  # type: ignore[attr-defined]
+    assert [m.id for m in ledger.facts("team")] == [old.id]  # type: ignore[attr-defined]
+    clock.set(datetime(2026, 12, 1, tzinfo=UTC))
+    assert [m.id for m in ledger.facts("team")] == [new.id]
+
+
+def test_recorded_at_strictly_increases_even_when_the_clock_steps_back(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    first = ledger.remember("one")
+    clock.set(START - timedelta(days=3))
+    second = ledger.remember("two")
+    third = ledger.remember("three")
+    assert first.recorded_at < second.recorded_at < third.recorded_at
+    assert second.recorded_at == first.recorded_at + timedelta(microseconds=1)
+    stamps = [e.recorded_at for e in ledger.events()]
+    assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
+
+
+def test_events_stream_with_filters(open_ledger: OpenLedger, clock: ManualClock) -> None:
+    planner = open_ledger(namespace="acme", actor="planner")
+    executor = open_ledger(namespace="acme", actor="executor")
+    a = planner.remember("a")
+    clock.advance(hours=1)
+    b = executor.remember("b")
+    clock.advance(hours=1)
+    planner.archive(b.id)
+    open_ledger(namespace="elsewhere").remember("hidden")
+    logged = list(planner.events())
+    assert [(e.type, e.memory_id, e.actor) for e in logged] == [
+        ("Asserted", a.id, "planner"), ("Asserted", b.id, "executor"), ("Archived", b.id, "planner"),
+    ]  # fmt: skip
+    assert all(e.namespace == "acme" for e in logged)
+    assert logged[0].data is not None and logged[0].data["content"] == "a"
+    assert [e.position for e in planner.events(after=1, until=2)] == [2]
+    assert [e.memory_id for e in planner.events(memory_id=b.id)] == [b.id, b.id]
+    assert [e.type for e in planner.events(actor="executor")] == ["Asserted"]
+    since = logged[1].recorded_at
+    assert [e.position for e in planner.events(since=since)] == [2, 3]
+    assert [e.position for e in planner.events(before=since)] == [1]
+    assert planner.head() == 4
+
+
+def test_rebuild_gives_identical_answers(ledger: Ledger, clock: ManualClock) -> None:
+    old = supabase(ledger)
+    clock.advance(hours=1)
+    new = ledger.revise(old.id, "AWS", value="AWS", at=JUL)  # type: ignore[attr-defined]
+    clock.advance(hours=1)
+    gone = ledger.remember("to forget", subject="team")
+    ledger.forget(gone.id)
+    note = ledger.remember("archived note", kind="note", subject="team")
+    ledger.archive(note.id)
+    queries = lambda: (  # noqa: E731
+        ledger.get(old.id), ledger.get(new.id), ledger.facts("team"),  # type: ignore[attr-defined]
+        ledger.facts("team", as_of="2026-03-15T00:00:00Z"),
+        ledger.facts("team", known_at=old.recorded_at), ledger.chain(new.id),  # type: ignore[attr-defined]
+        ledger.get(gone.id, known_at=gone.recorded_at), ledger.get(note.id),
+    )  # fmt: skip
+    before = queries()
+    seen: list[tuple[str, int, int]] = []
+    ledger.rebuild(progress=lambda name, at, head: seen.append((name, at, head)))
+    assert queries() == before
+    assert seen and seen[-1][1] == seen[-1][2] == ledger.head()
+    ledger.rebuild("memory_versions")
+    assert queries() == before
+    with pytest.raises(ValidationError, match="unknown projection"):
+        ledger.rebuild("nonsense")
+
+
+def test_reopening_finds_everything(open_ledger: OpenLedger) -> None:
+    first = open_ledger(namespace="acme")
+    memory = first.remember("durable")
+    first.close()
+    assert open_ledger(namespace="acme").get(memory.id) == memory
+
+
+def test_a_naive_clock_is_refused(open_ledger: OpenLedger) -> None:
+    ledger = open_ledger(namespace="acme", clock=lambda: datetime(2026, 1, 1))
+    with pytest.raises(ValidationError, match="naive"):
+        ledger.remember("x")
+    assert ledger.head() == 0
+
+
+def test_ledger_is_a_context_manager(store_url: str) -> None:
+    with Ledger.open(store_url, actor="ctx") as ledger:
+        assert isinstance(ledger.remember("x").id, UUID)
