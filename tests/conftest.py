@@ -37,9 +37,7 @@ class ManualClock:
         return self.current
 
     def set(self, instant: datetime | str) -> None:
-        self.current = (
-            datetime.fromisoformat(instant) if isinstance(instant, str) else instant
-        )
+        self.current = datetime.fromisoformat(instant) if isinstance(instant, str) else instant
 
     def advance(self, **delta: float) -> datetime:
         self.current += timedelta(**delta)

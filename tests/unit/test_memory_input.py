@@ -27,15 +27,27 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "valid_until": "2026-03-01T00:00:00"}, "naive"),
     ({"content": "x", "occurred_at": "yesterday"}, "ISO 8601"),
     (
-        {"content": "x", "valid_from": "2026-03-01T00:00:00Z", "valid_until": "2026-03-01T00:00:00Z"},
+        {
+            "content": "x",
+            "valid_from": "2026-03-01T00:00:00Z",
+            "valid_until": "2026-03-01T00:00:00Z",
+        },
         "later than",
     ),
     (
-        {"content": "x", "valid_from": "2026-03-02T00:00:00Z", "valid_until": "2026-03-01T00:00:00Z"},
+        {
+            "content": "x",
+            "valid_from": "2026-03-02T00:00:00Z",
+            "valid_until": "2026-03-01T00:00:00Z",
+        },
         "later than",
     ),
     (
-        {"content": "x", "occurred_at": "2026-03-02T00:00:00Z", "valid_until": "2026-03-01T00:00:00Z"},
+        {
+            "content": "x",
+            "occurred_at": "2026-03-02T00:00:00Z",
+            "valid_until": "2026-03-01T00:00:00Z",
+        },
         "later than",
     ),
     ({"content": "x", "kind": "event", "valid_until": "2026-03-01T00:00:00Z"}, "never closes"),

@@ -27,7 +27,9 @@ def existing(version: int = 1) -> Existing:
 
 def test_a_supersession_asserts_then_closes_the_older_at_the_newer_start() -> None:
     older = existing(version=3)
-    plan = WritePlan.parse({"content": "two", "value": 2, "valid_from": JUL, "supersedes": [older.id]})
+    plan = WritePlan.parse(
+        {"content": "two", "value": 2, "valid_from": JUL, "supersedes": [older.id]}
+    )
     new_id = uuid4()
     events = plan_writes([plan], [new_id], {older.id: older}, RECORDED)
     assert [type(e) for e in events] == [Superseded, Asserted]
@@ -73,7 +75,9 @@ def test_fingerprint_is_stable_and_payload_sensitive() -> None:
         ({"content": "x", "supersedes": ["not-a-uuid"]}, NotFound),
     ],
 )
-def test_control_arguments_are_checked(arguments: dict[str, object], error: type[Exception]) -> None:
+def test_control_arguments_are_checked(
+    arguments: dict[str, object], error: type[Exception]
+) -> None:
     with pytest.raises(error):
         WritePlan.parse(arguments)
 

@@ -1,0 +1,90 @@
+"""Every bad input of the contract gets a clear, one-line error and appends nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from erstwhile import ErstwhileError, Ledger, NotFound, ValidationError
+from tests.conftest import OpenLedger, event_count
+from tests.unit.test_memory_input import BAD_INPUTS
+
+Command = Callable[[Ledger, Any, Any], object]
+
+
+@pytest.fixture
+def seeded(open_ledger: OpenLedger) -> tuple[Ledger, Any, Any]:
+    """A ledger with one memory of its own and one in another namespace."""
+    ledger = open_ledger(namespace="acme")
+    mine = ledger.remember("The team uses Supabase", subject="team", attribute="database",
+                           value="Supabase", valid_from="2026-03-01T00:00:00Z")  # fmt: skip
+    theirs = open_ledger(namespace="other").remember("not yours", subject="team")
+    return ledger, mine, theirs
+
+
+def assert_refused(ledger: Ledger, attempt: Callable[[], object], error: type[Exception],
+                   match: str | None = None) -> None:  # fmt: skip
+    before_count, before_facts = event_count(ledger), ledger.facts("team")
+    with pytest.raises(error, match=match) as refused:
+        attempt()
+    assert isinstance(refused.value, ErstwhileError)
+    assert "\n" not in str(refused.value) and str(refused.value)
+    assert event_count(ledger) == before_count
+    assert ledger.facts("team") == before_facts
+
+
+@pytest.mark.parametrize(("arguments", "message"), BAD_INPUTS)
+def test_remember_refuses_bad_input(
+    seeded: tuple[Ledger, Any, Any], arguments: dict[str, Any], message: str
+) -> None:
+    ledger, _, _ = seeded
+    fields = dict(arguments)
+    content = fields.pop("content")
+    assert_refused(ledger, lambda: ledger.remember(content, **fields), ValidationError, message)
+    assert_refused(
+        ledger, lambda: ledger.remember_many([{"content": "ok"}, arguments]), ValidationError
+    )
+
+
+BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
+    ("unknown id", lambda ledger, mine, theirs: ledger.revise(uuid4(), "x"), NotFound, "no memory"),
+    ("malformed id", lambda ledger, mine, theirs: ledger.archive("42"), NotFound, "not a memory id"),
+    ("other namespace", lambda ledger, mine, theirs: ledger.revise(theirs.id, "mine now"), NotFound, ""),
+    ("other namespace supersedes", lambda ledger, mine, theirs: ledger.remember("x", supersedes=[theirs.id]), NotFound, ""),
+    ("other namespace forget", lambda ledger, mine, theirs: ledger.forget(theirs.id), NotFound, ""),
+    ("other namespace archive", lambda ledger, mine, theirs: ledger.archive(theirs.id), NotFound, ""),
+    ("naive at", lambda ledger, mine, theirs: ledger.revise(mine.id, "x", value=1, at=datetime(2026, 7, 1)), ValidationError, "naive"),
+    ("bad at", lambda ledger, mine, theirs: ledger.revise(mine.id, "x", value=1, at="July"), ValidationError, "ISO 8601"),
+    ("revise with supersedes", lambda ledger, mine, theirs: ledger.revise(mine.id, "x", supersedes=[mine.id]), ValidationError, "supersedes"),
+    ("reason with NUL", lambda ledger, mine, theirs: ledger.archive(mine.id, reason="a\x00"), ValidationError, "NUL"),
+    ("naive known_at", lambda ledger, mine, theirs: ledger.get(mine.id, known_at=datetime(2026, 1, 1)), ValidationError, "naive"),
+    ("naive as_of", lambda ledger, mine, theirs: ledger.facts("team", as_of=datetime(2026, 1, 1)), ValidationError, "naive"),
+    ("empty subject", lambda ledger, mine, theirs: ledger.facts(" "), ValidationError, "subject"),
+    ("naive since", lambda ledger, mine, theirs: list(ledger.events(since=datetime(2026, 1, 1))), ValidationError, "naive"),
+    ("unknown policy", lambda ledger, mine, theirs: ledger.remember("x", policy="yolo"), ValidationError, "policy"),
+    ("bad supersedes id", lambda ledger, mine, theirs: ledger.remember("x", supersedes=["nope"]), NotFound, ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "error", "match"),
+    [pytest.param(c, e, m, id=name) for name, c, e, m in BAD_COMMANDS],
+)
+def test_commands_refuse_bad_arguments(
+    seeded: tuple[Ledger, Any, Any], command: Command, error: type[Exception], match: str
+) -> None:
+    ledger, mine, theirs = seeded
+    assert_refused(ledger, lambda: command(ledger, mine, theirs), error, match or None)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"namespace": ""}, {"namespace": "a\x00"}, {"actor": " "}, {"actor": "x" * 500}],
+)
+def test_open_refuses_bad_names(store_url: str, options: dict[str, str]) -> None:
+    with pytest.raises(ValidationError):
+        Ledger.open(store_url, **options)  # type: ignore[arg-type]

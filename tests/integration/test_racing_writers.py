@@ -1,0 +1,214 @@
+"""Racing writers: real OS processes writing to one store at once, on SQLite and PostgreSQL.
+
+Each worker is a process started with "spawn" that opens its own ledger (its own
+connections), so the only things the writers share are the database and its locks.
+One race: several processes supersede the same memory at once; exactly one wins and
+nothing of the losers is stored. One crowd: several processes append side by side, one
+of them with a clock a day behind, and transaction time still strictly increases in
+log order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from erstwhile import ErstwhileError, Ledger, Memory, SupersessionRefused
+from tests.conftest import OpenLedger, event_count
+
+SPAWN = multiprocessing.get_context("spawn")
+WRITERS = 4
+ROUNDS = 3
+APPENDS = 20
+TIMEOUT = 60.0
+MAR = "2026-03-01T00:00:00Z"
+JUL = "2026-07-01T00:00:00Z"
+LOSSES = {("ConcurrencyConflict", ""), ("SupersessionRefused", "already_superseded")}
+
+Outcome = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Race:
+    """One round: supersede ``old_id`` in ``namespace``, by ``revise`` or by ``remember``."""
+
+    url: str
+    namespace: str
+    old_id: str
+    via: str
+
+
+class DayBehindClock:
+    """A clock one day behind the real one (module-level, so "spawn" can pickle it)."""
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) - timedelta(days=1)
+
+
+# ------------------------------------------------------------------ in the workers
+
+
+def race_worker(n: int, tasks: Queue[Race | None], barrier: Barrier, results: Queue[Any]) -> None:
+    """Run races until told to stop, reporting each outcome (or the crash) by number."""
+    while (race := tasks.get(timeout=TIMEOUT)) is not None:
+        try:
+            results.put((n, race_once(n, race, barrier)))
+        except Exception as error:
+            results.put((n, ("crashed", repr(error))))
+
+
+def race_once(n: int, race: Race, barrier: Barrier) -> Outcome:
+    """Read the memory, wait for the others, then try to supersede it."""
+    with Ledger.open(race.url, namespace=race.namespace, actor=f"writer-{n}") as ledger:
+        ledger.get(race.old_id)
+        barrier.wait(timeout=TIMEOUT)
+        try:
+            memory = supersede(ledger, race, n)
+        except SupersessionRefused as error:
+            return ("SupersessionRefused", error.reason)
+        except ErstwhileError as error:
+            return (type(error).__name__, "")
+    return ("won", str(memory.id))
+
+
+def supersede(ledger: Ledger, race: Race, n: int) -> Memory:
+    if race.via == "revise":
+        return ledger.revise(race.old_id, f"moved to cloud {n}", value=f"cloud-{n}", at=JUL)
+    return ledger.remember(
+        f"moved to cloud {n}",
+        subject="team",
+        attribute="database",
+        value=f"cloud-{n}",
+        valid_from=JUL,
+        supersedes=[race.old_id],
+    )
+
+
+def append_worker(
+    n: int, url: str, clock: Callable[[], datetime] | None, barrier: Barrier, results: Queue[Any]
+) -> None:
+    """Append ``APPENDS`` memories as ``appender-n``; report their ids (or the crash)."""
+    try:
+        with Ledger.open(url, namespace="crowd", actor=f"appender-{n}", clock=clock) as ledger:
+            barrier.wait(timeout=TIMEOUT)
+            ids = [str(ledger.remember(f"note {i} from {n}").id) for i in range(APPENDS)]
+        results.put((n, ids))
+    except Exception as error:
+        results.put((n, repr(error)))
+
+
+# ------------------------------------------------------------------- in the test
+
+
+@contextmanager
+def running(target: Callable[..., None], argsets: list[tuple[Any, ...]]) -> Iterator[None]:
+    """Start one spawned process per argument tuple; join them, or kill them on failure."""
+    processes: list[BaseProcess] = [
+        SPAWN.Process(target=target, args=args, daemon=True) for args in argsets
+    ]
+    for process in processes:
+        process.start()
+    try:
+        yield
+    except BaseException:
+        for process in processes:
+            process.terminate()
+        raise
+    finally:
+        for process in processes:
+            process.join(timeout=TIMEOUT)
+            if process.is_alive():
+                process.terminate()
+                process.join()
+
+
+def collect(results: Queue[Any], count: int) -> dict[int, Any]:
+    """Return ``count`` reports from the workers, by worker number."""
+    return dict(results.get(timeout=TIMEOUT) for _ in range(count))
+
+
+def open_round(open_ledger: OpenLedger, number: int) -> tuple[Ledger, UUID]:
+    """A ledger in the round's own namespace, holding one memory to race over."""
+    ledger = open_ledger(namespace=f"race-{number}")
+    old = ledger.remember(
+        "The team uses Supabase",
+        subject="team",
+        attribute="database",
+        value="Supabase",
+        valid_from=MAR,
+    )
+    return ledger, old.id
+
+
+def check_round(ledger: Ledger, old_id: UUID, outcomes: dict[int, Outcome], number: int) -> None:
+    """Exactly one winner, every loser refused cleanly, and only the winner's write stored."""
+    winners = [(n, result) for n, (kind, result) in outcomes.items() if kind == "won"]
+    assert len(winners) == 1, outcomes
+    assert all(o in LOSSES for o in outcomes.values() if o[0] != "won"), outcomes
+    n, winner_id = winners[0][0], UUID(winners[0][1])
+    winner = ledger.get(winner_id)
+    assert (winner.actor, winner.value) == (f"writer-{n}", f"cloud-{n}")
+    assert event_count(ledger) == 3 * number
+    stored = [(e.type, e.memory_id) for e in ledger.events()]
+    assert stored == [("Asserted", old_id), ("Superseded", old_id), ("Asserted", winner_id)]
+    assert ledger.get(old_id).superseded_by == winner_id
+    assert [m.id for m in ledger.chain(old_id)] == [old_id, winner_id]
+    assert [m.id for m in ledger.facts("team", "database")] == [winner_id]
+
+
+@pytest.mark.parametrize("via", ["revise", "remember"])
+def test_racing_supersessions_have_one_winner_and_store_nothing_else(
+    store_url: str,
+    open_ledger: OpenLedger,
+    via: str,
+    record_property: Callable[[str, object], None],
+) -> None:
+    tasks: list[Queue[Race | None]] = [SPAWN.Queue() for _ in range(WRITERS)]
+    results: Queue[Any] = SPAWN.Queue()
+    barrier = SPAWN.Barrier(WRITERS)
+    losses: list[str] = []
+    argsets = [(n, tasks[n], barrier, results) for n in range(WRITERS)]
+    with running(race_worker, argsets):
+        for number in range(1, ROUNDS + 1):
+            ledger, old_id = open_round(open_ledger, number)
+            for queue in tasks:
+                queue.put(Race(store_url, ledger.namespace, str(old_id), via))
+            outcomes = collect(results, WRITERS)
+            check_round(ledger, old_id, outcomes, number)
+            losses += [r or k for k, r in outcomes.values() if k != "won"]
+        for queue in tasks:
+            queue.put(None)
+    record_property("losses", losses)
+
+
+def test_recorded_at_strictly_increases_across_processes_with_a_clock_behind(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    ledger = open_ledger(namespace="crowd")
+    results: Queue[Any] = SPAWN.Queue()
+    barrier = SPAWN.Barrier(WRITERS)
+    clocks = [DayBehindClock(), *([None] * (WRITERS - 1))]
+    argsets = [(n, store_url, clocks[n], barrier, results) for n in range(WRITERS)]
+    with running(append_worker, argsets):
+        reported = collect(results, WRITERS)
+    assert all(isinstance(ids, list) for ids in reported.values()), reported
+    events = list(ledger.events())
+    positions = [e.position for e in events]
+    instants = [e.recorded_at for e in events]
+    assert len(events) == APPENDS * WRITERS
+    assert all(a < b for a, b in zip(positions, positions[1:], strict=False))
+    assert all(a < b for a, b in zip(instants, instants[1:], strict=False))
+    assert len({e.memory_id for e in events}) == len(events)
+    assert {str(e.memory_id) for e in events} == {i for ids in reported.values() for i in ids}
+    for n in range(WRITERS):
+        assert sum(e.actor == f"appender-{n}" for e in events) == APPENDS
