@@ -3,7 +3,8 @@ with the ledger's columns.
 
 Appends take ``LOCK TABLE ... IN EXCLUSIVE MODE`` (as eventsourcing's own recorder does)
 so commits happen in position order and readers never skip a gap that fills later;
-plain reads are not blocked. Projection updates take a transaction-scoped advisory lock.
+plain reads are not blocked. Projection updates take the same lock, so each applies
+events in log order exactly once.
 A ``schema`` in the URL (``?schema=name``) keeps a ledger in its own schema.
 """
 
@@ -28,7 +29,7 @@ from erstwhile.domain.time import to_micros
 from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import RecordedEvent
 
-PROJECTION_LOCK_KEY = 0x657273747768696C  # "erstwhil"
+SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
 
 
 class LedgerPostgresDatastore(PostgresDatastore):
@@ -160,7 +161,7 @@ def datastore_from_url(
         max_overflow=max_overflow,
         schema=query.get("schema", ["public"])[0],
         connect_timeout=10,
-        pool_open_timeout=10,
+        pool_open_timeout=None,
         lock_timeout=30,
     )
 
@@ -177,12 +178,32 @@ class PostgresBackend(Backend):
         )
 
     def create_tables(self) -> None:
-        with self.datastore.transaction(commit=True) as cursor:
-            cursor.execute(
-                SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(Identifier(self.datastore.schema))
-            )
-        self.recorder.create_table()
-        self.tracker.create_table()
+        """Create the schema and tables once, even when several processes open at once.
+
+        A session-level advisory lock serialises the setup across processes; once the
+        tables exist, opening takes no DDL lock that would stall concurrent writers.
+        """
+        with self.datastore.get_connection() as guard:
+            guard.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
+            try:
+                if not self._is_set_up(guard):
+                    guard.execute(
+                        SQL("CREATE SCHEMA IF NOT EXISTS {0}").format(
+                            Identifier(self.datastore.schema)
+                        )
+                    )
+                    self.recorder.create_table()
+                    self.tracker.create_table()
+            finally:
+                guard.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
+
+    def _is_set_up(self, connection: Connection[DictRow]) -> bool:
+        schema = self.datastore.schema
+        row = connection.execute(
+            "SELECT to_regclass(%s) AS events, to_regclass(%s) AS tracking",
+            (f'"{schema}".erstwhile_events', f'"{schema}".erstwhile_tracking'),
+        ).fetchone()
+        return row is not None and row["events"] is not None and row["tracking"] is not None
 
     @contextmanager
     def write(self) -> Iterator[Sql]:

@@ -152,8 +152,21 @@ class SQLiteBackend(Backend):
         self.tracker = SQLiteTrackingRecorder(self.datastore)
 
     def create_tables(self) -> None:
-        self.recorder.create_table()
-        self.tracker.create_table()
+        """Create the tables in one ``BEGIN IMMEDIATE`` transaction, so processes opening
+        a new file at once queue for the write lock instead of racing on the DDL.
+
+        (No file lock: opening and closing the database file from Python would drop the
+        POSIX locks SQLite's own connections in this process hold.)
+        """
+        with self.write() as sql:
+            for statement in self.recorder.create_table_statements:
+                sql.execute(statement)
+            for statement in self.tracker.create_table_statements:
+                sql.execute(statement)
+            sql.execute(
+                "INSERT INTO tracking (application_name, notification_id) "
+                "VALUES ('__migration__', 1) ON CONFLICT DO NOTHING"
+            )
 
     @contextmanager
     def write(self) -> Iterator[Sql]:

@@ -6,6 +6,9 @@ One race: several processes supersede the same memory at once; exactly one wins 
 nothing of the losers is stored. One crowd: several processes append side by side, one
 of them with a clock a day behind, and transaction time still strictly increases in
 log order.
+
+And a crowd of opens: several processes open one brand-new store at once, and every
+open succeeds (setup is serialised across processes).
 """
 
 from __future__ import annotations
@@ -15,22 +18,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from typing import Any
 from uuid import UUID
 
-import pytest
-
 from erstwhile import ErstwhileError, Ledger, Memory, SupersessionRefused
 from tests.conftest import OpenLedger, event_count
 
 SPAWN = multiprocessing.get_context("spawn")
 WRITERS = 4
-ROUNDS = 3
+ROUNDS = ("revise", "remember", "revise", "remember")
 APPENDS = 20
-TIMEOUT = 60.0
+TIMEOUT = 30.0
 MAR = "2026-03-01T00:00:00Z"
 JUL = "2026-07-01T00:00:00Z"
 LOSSES = {("ConcurrencyConflict", ""), ("SupersessionRefused", "already_superseded")}
@@ -64,6 +66,7 @@ def race_worker(n: int, tasks: Queue[Race | None], barrier: Barrier, results: Qu
         try:
             results.put((n, race_once(n, race, barrier)))
         except Exception as error:
+            barrier.abort()
             results.put((n, ("crashed", repr(error))))
 
 
@@ -82,6 +85,7 @@ def race_once(n: int, race: Race, barrier: Barrier) -> Outcome:
 
 
 def supersede(ledger: Ledger, race: Race, n: int) -> Memory:
+    """Supersede the race's memory with writer ``n``'s claim, the round's way."""
     if race.via == "revise":
         return ledger.revise(race.old_id, f"moved to cloud {n}", value=f"cloud-{n}", at=JUL)
     return ledger.remember(
@@ -95,7 +99,11 @@ def supersede(ledger: Ledger, race: Race, n: int) -> Memory:
 
 
 def append_worker(
-    n: int, url: str, clock: Callable[[], datetime] | None, barrier: Barrier, results: Queue[Any]
+    n: int,
+    url: str,
+    clock: Callable[[], datetime] | None,
+    barrier: Barrier,
+    results: Queue[Any],
 ) -> None:
     """Append ``APPENDS`` memories as ``appender-n``; report their ids (or the crash)."""
     try:
@@ -104,6 +112,7 @@ def append_worker(
             ids = [str(ledger.remember(f"note {i} from {n}").id) for i in range(APPENDS)]
         results.put((n, ids))
     except Exception as error:
+        barrier.abort()
         results.put((n, repr(error)))
 
 
@@ -151,7 +160,12 @@ def open_round(open_ledger: OpenLedger, number: int) -> tuple[Ledger, UUID]:
 
 
 def check_round(ledger: Ledger, old_id: UUID, outcomes: dict[int, Outcome], number: int) -> None:
-    """Exactly one winner, every loser refused cleanly, and only the winner's write stored."""
+    """Exactly one winner, every loser refused cleanly, and only the winner's write stored.
+
+    A loser that read the memory before the winner committed clashes on the memory's
+    version (``ConcurrencyConflict``); one that read it after is refused by the rules
+    (``already_superseded``). Which happens depends on scheduling: both are right.
+    """
     winners = [(n, result) for n, (kind, result) in outcomes.items() if kind == "won"]
     assert len(winners) == 1, outcomes
     assert all(o in LOSSES for o in outcomes.values() if o[0] != "won"), outcomes
@@ -166,29 +180,21 @@ def check_round(ledger: Ledger, old_id: UUID, outcomes: dict[int, Outcome], numb
     assert [m.id for m in ledger.facts("team", "database")] == [winner_id]
 
 
-@pytest.mark.parametrize("via", ["revise", "remember"])
 def test_racing_supersessions_have_one_winner_and_store_nothing_else(
-    store_url: str,
-    open_ledger: OpenLedger,
-    via: str,
-    record_property: Callable[[str, object], None],
+    store_url: str, open_ledger: OpenLedger
 ) -> None:
     tasks: list[Queue[Race | None]] = [SPAWN.Queue() for _ in range(WRITERS)]
     results: Queue[Any] = SPAWN.Queue()
     barrier = SPAWN.Barrier(WRITERS)
-    losses: list[str] = []
     argsets = [(n, tasks[n], barrier, results) for n in range(WRITERS)]
     with running(race_worker, argsets):
-        for number in range(1, ROUNDS + 1):
+        for number, via in enumerate(ROUNDS, start=1):
             ledger, old_id = open_round(open_ledger, number)
             for queue in tasks:
                 queue.put(Race(store_url, ledger.namespace, str(old_id), via))
-            outcomes = collect(results, WRITERS)
-            check_round(ledger, old_id, outcomes, number)
-            losses += [r or k for k, r in outcomes.values() if k != "won"]
+            check_round(ledger, old_id, collect(results, WRITERS), number)
         for queue in tasks:
             queue.put(None)
-    record_property("losses", losses)
 
 
 def test_recorded_at_strictly_increases_across_processes_with_a_clock_behind(
@@ -206,9 +212,32 @@ def test_recorded_at_strictly_increases_across_processes_with_a_clock_behind(
     positions = [e.position for e in events]
     instants = [e.recorded_at for e in events]
     assert len(events) == APPENDS * WRITERS
-    assert all(a < b for a, b in zip(positions, positions[1:], strict=False))
-    assert all(a < b for a, b in zip(instants, instants[1:], strict=False))
+    assert all(a < b for a, b in pairwise(positions))
+    assert all(a < b for a, b in pairwise(instants))
     assert len({e.memory_id for e in events}) == len(events)
     assert {str(e.memory_id) for e in events} == {i for ids in reported.values() for i in ids}
     for n in range(WRITERS):
         assert sum(e.actor == f"appender-{n}" for e in events) == APPENDS
+
+
+def open_worker(n: int, url: str, barrier: Barrier, results: Queue[Any]) -> None:
+    """Open a brand-new store at the same moment as the others, and write once."""
+    try:
+        barrier.wait(timeout=TIMEOUT)
+        with Ledger.open(url, namespace="openers", actor=f"opener-{n}") as ledger:
+            results.put((n, str(ledger.remember(f"opened by {n}").id)))
+    except Exception as error:
+        barrier.abort()
+        results.put((n, repr(error)))
+
+
+def test_concurrent_opens_of_a_new_store_all_succeed(store_url: str) -> None:
+    results: Queue[Any] = SPAWN.Queue()
+    barrier = SPAWN.Barrier(WRITERS)
+    with running(open_worker, [(n, store_url, barrier, results) for n in range(WRITERS)]):
+        reported = collect(results, WRITERS)
+    assert all(not text.startswith(("StoreUnavailable", "Err")) for text in reported.values()), (
+        reported
+    )
+    with Ledger.open(store_url, namespace="openers") as ledger:
+        assert {str(e.memory_id) for e in ledger.events()} == set(reported.values())
