@@ -7,33 +7,51 @@ from __future__ import annotations
 import getpass
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal, Self
 from uuid import UUID
 
+from erstwhile.domain.bar import clears_bar, conflict_sets, resolve
+from erstwhile.domain.causality import clock_dominates
 from erstwhile.domain.errors import (
     IdempotencyMismatch,
     NotFound,
     SupersessionRefused,
     ValidationError,
 )
-from erstwhile.domain.events import Archived, Forgotten, LedgerEvent
+from erstwhile.domain.events import (
+    Archived,
+    Forgotten,
+    LedgerEvent,
+    ProposalRejected,
+    Superseded,
+)
 from erstwhile.domain.ids import uuid7
-from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory, State
-from erstwhile.domain.time import Instant, optional_utc, to_utc
-from erstwhile.domain.views import History, LoggedEvent
+from erstwhile.domain.memory import DEFAULT_NAMESPACE, Kind, Memory, State
+from erstwhile.domain.rules import Side, check_supersession
+from erstwhile.domain.time import Instant, from_micros, optional_utc, to_micros, to_utc
+from erstwhile.domain.views import Conflict, History, Hit, LoggedEvent, Proposal
 from erstwhile.domain.writes import WritePlan, plan_writes
 from erstwhile.eventstore import (
     EventFilter,
     EventLog,
     IdempotencyClaim,
+    Sql,
     open_backend,
     translated_errors,
 )
-from erstwhile.projections import MemoryReader, ProjectionRunner, core_projections
+from erstwhile.projections import (
+    MemoryReader,
+    ProjectionRunner,
+    SearchProjection,
+    core_projections,
+    recall,
+)
 from erstwhile.projections.base import Progress
-from erstwhile.projections.reader import MemoryState
+from erstwhile.projections.candidates import candidates
+from erstwhile.projections.reader import LATEST, MemoryState
 
 Clock = Callable[[], datetime]
 Policy = Literal["propose", "timestamp_wins"]
@@ -70,8 +88,9 @@ class Ledger:
         self.namespace = namespace
         self.actor = actor
         self._clock = clock
-        self.runner = ProjectionRunner(log, core_projections())
+        self.runner = ProjectionRunner(log, core_projections(log.backend.dialect))
         self.reader = MemoryReader(namespace)
+        self.search_index = SearchProjection(log.backend.dialect)
 
     @classmethod
     def open(
@@ -141,13 +160,14 @@ class Ledger:
         if replay is not None:
             return replay
         self.runner.catch_up()
+        now = self.now()
         with translated_errors(), self.log.backend.read() as sql:
+            plans = [self._apply_policy(sql, plan, now) for plan in plans]
             olders = {
                 older_id: self.reader.state(sql, older_id).existing
                 for plan in plans
                 for older_id in plan.supersedes
             }
-        now = self.now()
         ids = [uuid7(now, os.urandom(10)) for _ in plans]
         claims = [
             IdempotencyClaim(self.namespace, plan.idempotency_key, plan.fingerprint, new_id)
@@ -282,7 +302,7 @@ class Ledger:
                 sql,
                 subject,
                 attribute,
-                valid_at=valid or known or self.now(),
+                valid_at=valid or known or self._present(sql),
                 known_at=known,
                 include_archived=valid is not None,
             )
@@ -324,7 +344,144 @@ class Ledger:
         """Rebuild projections (all, or the one named) from position 0 of the log."""
         self.runner.rebuild(name, progress)
 
+    def search(
+        self,
+        query: str = "",
+        *,
+        as_of: Instant | None = None,
+        known_at: Instant | None = None,
+        include_history: bool = False,
+        kinds: Sequence[str] | None = None,
+        subject: str | None = None,
+        attribute: str | None = None,
+        entities: Sequence[str] | None = None,
+        limit: int = 10,
+    ) -> list[Hit]:
+        """Find memories by meaning-bearing words: what is true now (or at ``as_of``, as
+        known at ``known_at``); ``include_history`` adds the rest a full tier below."""
+        if not isinstance(query, str) or "\x00" in query:
+            raise ValidationError("query must be text without NUL bytes")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValidationError("limit must be an integer from 1 to 1000")
+        known = optional_utc(known_at, "known_at")
+        valid = optional_utc(as_of, "as_of")
+        with translated_errors(), self.log.backend.read() as sql:
+            present = self._present(sql)
+        request = recall.SearchRequest(
+            query=query,
+            valid_at=valid or known or present,
+            as_of_given=valid is not None,
+            known_at=known,
+            include_history=include_history,
+            kinds=[_kind(k) for k in kinds] if kinds is not None else None,
+            subject=subject,
+            attribute=attribute,
+            entities=list(entities) if entities is not None else None,
+            limit=limit,
+        )
+        with translated_errors(), self.log.backend.read() as sql:
+            raw = recall.search(sql, self.namespace, self.search_index, request)
+            recorded = LATEST if known is None else to_micros(known)
+            return [
+                Hit(memory=self.reader.with_links(sql, h.row, recorded), score=h.score,
+                    tier=h.tier)
+                for h in raw
+            ]  # fmt: skip
+
+    def proposals(self) -> list[Proposal]:
+        """Return the open proposals whose memories are both still current."""
+        with translated_errors(), self.log.backend.read() as sql:
+            rows = recall.open_proposals(sql, self.namespace)
+        return [
+            Proposal(id=UUID(r["id"]), older_id=UUID(r["older_id"]),
+                     newer_id=UUID(r["newer_id"]), confidence=r["confidence"])
+            for r in rows
+        ]  # fmt: skip
+
+    def accept(self, proposal_id: UUID | str) -> Memory:
+        """Apply a proposal: the newer memory supersedes the older at its ``valid_from``,
+        through every supersession invariant. Returns the newer memory."""
+        row = self._proposal(proposal_id)
+        if row["status"] == "rejected":
+            raise ValidationError(f"proposal {row['id']} was rejected")
+        newer = self.get(row["newer_id"])
+        if row["status"] == "accepted":
+            return newer
+        older = self._state(row["older_id"])
+        side = Side(newer.id, newer.kind, newer.state, newer.window, newer.claim())
+        check_supersession(older.existing.side(), side, newer.valid_from)
+        self._append_one(
+            Superseded(originator_id=older.id, originator_version=older.version + 1,
+                       newer_id=newer.id, at=newer.valid_from, proposal_id=UUID(row["id"]))
+        )  # fmt: skip
+        return self.get(newer.id)
+
+    def reject(self, proposal_id: UUID | str, reason: str | None = None) -> None:
+        """Reject a proposal for good: the pair is never proposed again, also after a
+        rebuild. Rejecting a rejected proposal changes nothing."""
+        row = self._proposal(proposal_id)
+        if row["status"] == "rejected":
+            return
+        if row["status"] == "accepted":
+            raise ValidationError(f"proposal {row['id']} was already accepted")
+        self._append_one(
+            ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
+                             older_id=UUID(row["older_id"]), newer_id=UUID(row["newer_id"]),
+                             reason=_optional_text(reason, "reason"))
+        )  # fmt: skip
+
+    def conflicts(self, subject: str | None = None) -> list[Conflict]:
+        """Return each set of live memories that contradict each other, with the
+        highest-confidence member and the recommended resolution."""
+        with translated_errors(), self.log.backend.read() as sql:
+            claims = recall.live_keyed_claims(sql, self.namespace, subject)
+        found = []
+        for members in conflict_sets(claims):
+            highest, resolution = resolve(members)
+            memories = [self.get(c.id) for c in members]
+            by_id = {m.id: m for m in memories}
+            found.append(
+                Conflict(subject=memories[0].subject or "", attribute=memories[0].attribute or "",
+                         members=memories, highest_confidence=by_id[highest.id],
+                         resolution=resolution)
+            )  # fmt: skip
+        return found
+
+    def knows(self, later_id: UUID | str, earlier_id: UUID | str) -> bool:
+        """Whether ``later_id`` was written knowing ``earlier_id`` (by vector clocks)."""
+        return clock_dominates(self.get(later_id).vector_clock, self.get(earlier_id).vector_clock)
+
     # ------------------------------------------------------------------ helpers
+
+    def _present(self, sql: Sql) -> datetime:
+        """The instant "now" means for reads: the clock, but never behind the log.
+
+        A write is recorded at ``max(clock, last + 1 µs)``; reading "now" the same way
+        means a memory that opened when it was recorded is true the moment it returns.
+        """
+        now = self.now()
+        last = self.log.tip(sql).recorded_at
+        return now if last is None else max(now, from_micros(last))
+
+    def _apply_policy(self, sql: Sql, plan: WritePlan, now: datetime) -> WritePlan:
+        """Under ``timestamp_wins``, add every older memory that clears the bar."""
+        if plan.policy != "timestamp_wins":
+            return plan
+        newer = plan.claim_view(now)
+        winners = [
+            c.id for c in candidates(sql, self.namespace, newer, LATEST)
+            if clears_bar(c, newer) and c.id not in plan.supersedes
+        ]  # fmt: skip
+        return replace(plan, supersedes=(*plan.supersedes, *winners))
+
+    def _proposal(self, proposal_id: UUID | str) -> Any:
+        self.runner.catch_up()
+        key = _as_id(proposal_id, "proposal id")
+        with translated_errors(), self.log.backend.read() as sql:
+            row = recall.proposal_row(sql, self.namespace, key)
+        if row is None:
+            raise NotFound(f"no proposal {key} in namespace {self.namespace!r}")
+        return row
 
     def _state(self, memory_id: UUID | str) -> MemoryState:
         self.runner.catch_up()
@@ -371,6 +528,13 @@ class Ledger:
                 )
         self.runner.catch_up()
         return [self.get(by_key[p.idempotency_key or ""].memory_id) for p in plans]
+
+
+def _kind(kind: str) -> Kind:
+    try:
+        return Kind(kind)
+    except ValueError:
+        raise ValidationError(f"kinds: unknown kind {kind!r}") from None
 
 
 def _optional_text(value: str | None, what: str) -> str | None:

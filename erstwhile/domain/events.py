@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, ClassVar
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict
 
@@ -50,10 +50,14 @@ class Asserted(LedgerEvent):
 
 
 class Superseded(LedgerEvent):
-    """A memory was replaced by ``newer_id`` at ``at``; its window now ends there."""
+    """A memory was replaced by ``newer_id`` at ``at``; its window now ends there.
+
+    ``proposal_id`` names the proposal this supersession accepted, if any.
+    """
 
     newer_id: UUID
     at: datetime
+    proposal_id: UUID | None = None
 
 
 class Archived(LedgerEvent):
@@ -68,5 +72,24 @@ class Forgotten(LedgerEvent):
     hard: bool = False
     reason: str | None = None
 
+
+class ProposalRejected(LedgerEvent):
+    """A proposed supersession was rejected; the pair is never proposed again.
+
+    Its stream is the proposal's: ``originator_id`` is the proposal id.
+    """
+
+    older_id: UUID
+    newer_id: UUID
+    reason: str | None = None
+
+
+def proposal_id(older_id: UUID, newer_id: UUID) -> UUID:
+    """Return the stable id of the proposal that ``newer_id`` supersedes ``older_id``."""
+    return uuid5(PROPOSALS, f"{older_id}>{newer_id}")
+
+
+PROPOSALS = UUID("6f1b3f0e-5c1d-4a8e-9a57-2f4c1e0b7d21")
+"""The UUIDv5 namespace of proposal ids."""
 
 MEMORY_EVENTS: tuple[type[LedgerEvent], ...] = (Asserted, Superseded, Archived, Forgotten)

@@ -43,3 +43,26 @@ class LoggedEvent(BaseModel):
     actor: str
     namespace: str
     data: dict[str, Any] | None
+
+
+class Proposal(BaseModel):
+    """The ledger's suggestion that ``newer_id`` supersedes ``older_id``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: UUID
+    older_id: UUID
+    newer_id: UUID
+    confidence: float
+
+
+class Conflict(BaseModel):
+    """Live memories that disagree about one subject and attribute at overlapping times."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str
+    attribute: str
+    members: list[Memory]
+    highest_confidence: Memory
+    resolution: Literal["by_confidence", "by_recency", "unresolved"]

@@ -16,9 +16,17 @@ from uuid import UUID
 
 import orjson
 
+from erstwhile.domain.bar import ClaimView
 from erstwhile.domain.errors import NotFound, ValidationError
 from erstwhile.domain.events import Asserted, LedgerEvent, Superseded
-from erstwhile.domain.memory import Claim, Kind, MemoryDraft, State, parse_draft
+from erstwhile.domain.memory import (
+    Claim,
+    Kind,
+    MemoryDraft,
+    State,
+    normalise_label,
+    parse_draft,
+)
 from erstwhile.domain.rules import Side, check_supersession
 from erstwhile.domain.time import Window
 
@@ -76,6 +84,32 @@ class WritePlan:
         }
         digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
         return cls(draft, supersedes, policy, key, observed, digest)
+
+    def claim_view(self, start: datetime) -> ClaimView:
+        """This request's claim as the bar sees it, opening at ``start`` if undated."""
+        return _claim_view_of(self, UUID(int=0), start)
+
+
+def _claim_view_of(plan: WritePlan, memory_id: UUID, start: datetime) -> ClaimView:
+    draft = plan.draft
+    return ClaimView(
+        id=memory_id,
+        kind=draft.kind,
+        state=State.CURRENT,
+        subject_key=normalise_label(draft.subject) if draft.subject else None,
+        attribute_key=normalise_label(draft.attribute) if draft.attribute else None,
+        entities=frozenset(draft.entities),
+        window=draft.window_from(start),
+        value_json=None if draft.value is None else canonical_json(draft.value),
+        content=draft.content,
+        confidence=draft.confidence,
+        position=0,
+    )
+
+
+def canonical_json(value: Any) -> str:
+    """Return a JSON value in one canonical spelling, for comparing values."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _ids(values: Any) -> tuple[UUID, ...]:

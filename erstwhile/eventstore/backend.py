@@ -39,6 +39,8 @@ class Backend(ABC):
     """One database holding the log, the tracking table and the projections."""
 
     url: str
+    dialect: str
+    """``sqlite`` or ``postgresql``: which SQL the few backend-specific queries speak."""
     events_table = "erstwhile_events"
 
     @abstractmethod

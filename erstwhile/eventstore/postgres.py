@@ -169,6 +169,8 @@ def datastore_from_url(
 class PostgresBackend(Backend):
     """A ledger in a PostgreSQL database (and schema)."""
 
+    dialect = "postgresql"
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.datastore = datastore_from_url(url)

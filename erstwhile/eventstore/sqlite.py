@@ -144,6 +144,8 @@ def _plain(value: Any) -> Any:
 class SQLiteBackend(Backend):
     """A ledger in one SQLite file."""
 
+    dialect = "sqlite"
+
     def __init__(self, path: str) -> None:
         self.url = f"sqlite:///{path}"
         self.path = path

@@ -2,12 +2,18 @@
 
 from erstwhile.projections.base import Projection, ProjectionRunner
 from erstwhile.projections.memories import MemoriesProjection, VersionsProjection
+from erstwhile.projections.proposals import ProposalsProjection
 from erstwhile.projections.reader import MemoryReader
+from erstwhile.projections.search import SearchProjection
 
 
-def core_projections() -> list[Projection]:
-    """Return the projections every ledger keeps."""
-    return [MemoriesProjection(), VersionsProjection()]
+def core_projections(dialect: str) -> list[Projection]:
+    """Return the projections every ledger keeps, in the order each event is applied.
+
+    ``proposals`` reads ``memories`` and ``memory_versions``, so it comes after them.
+    """
+    return [MemoriesProjection(), VersionsProjection(), SearchProjection(dialect),
+            ProposalsProjection()]  # fmt: skip
 
 
 __all__ = [
@@ -15,6 +21,8 @@ __all__ = [
     "MemoryReader",
     "Projection",
     "ProjectionRunner",
+    "ProposalsProjection",
+    "SearchProjection",
     "VersionsProjection",
     "core_projections",
 ]

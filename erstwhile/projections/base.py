@@ -46,10 +46,36 @@ class ProjectionRunner:
         self.batch = batch
 
     def setup(self) -> None:
-        """Create every projection's tables."""
+        """Create every projection's tables; start over any whose schema version changed.
+
+        The registry table records each projection's version; a projection whose declared
+        version differs is dropped, recreated and refolded from position 0 by the next
+        catch-up, so a schema change never needs a hand-run migration.
+        """
         with translated_errors(), self.backend.write() as sql:
+            sql.execute(
+                "CREATE TABLE IF NOT EXISTS erstwhile_projections "
+                "(name TEXT PRIMARY KEY, version BIGINT NOT NULL)"
+            )
             for projection in self.projections:
+                sql.execute("SELECT version FROM erstwhile_projections WHERE name = ?",
+                            (projection.name,))  # fmt: skip
+                row = sql.fetchone()
+                if row is not None and row["version"] != projection.version:
+                    projection.drop(sql)
+                    self.backend.reset_tracking(sql, projection.name)
+                    sql.execute("DELETE FROM erstwhile_projections WHERE name = ?",
+                                (projection.name,))  # fmt: skip
                 projection.create(sql)
+                if row is None or row["version"] != projection.version:
+                    sql.execute("INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
+                                (projection.name, projection.version))  # fmt: skip
+
+    def versions(self) -> dict[str, int]:
+        """Return each projection's recorded schema version."""
+        with translated_errors(), self.backend.read() as sql:
+            sql.execute("SELECT name, version FROM erstwhile_projections")
+            return {row["name"]: row["version"] for row in sql.fetchall()}
 
     def positions(self) -> dict[str, int]:
         """Return each projection's tracked position."""

@@ -3,6 +3,12 @@
 ``memories``: one row per memory with its claim, provenance and current state and links,
 for ``get``, ``history`` and ``chain``.
 
+``memory_entities`` (part of ``memories``): one row per entity a memory names, the index
+that finds memories about the same thing without scanning a namespace.
+
+``actor_writes`` (part of ``memories``): each actor's running count of asserted memories,
+from which every memory's vector clock is computed when it is asserted.
+
 ``memory_versions``: the bitemporal picture. Every event on a memory closes the row that
 described it (``recorded_until`` = the event's ``recorded_at``) and opens a new one, so
 each row is a rectangle: valid window ``[valid_from, valid_until)`` by recorded interval
@@ -26,7 +32,7 @@ MEMORY_COLUMNS = (
     "id, namespace, kind, content, subject, attribute, subject_key, attribute_key, value, "
     "entities, valid_from, valid_until, occurred_at, confidence, evidence, extractor_id, "
     "extracted_at, actor, metadata, state, recorded_at, position, version, superseded_by, "
-    "forgotten_at"
+    "forgotten_at, vector_clock"
 )
 
 
@@ -49,7 +55,7 @@ class MemoriesProjection(Projection):
     """One row per memory: the claim, its provenance, its current state and links."""
 
     name = "memories"
-    version = 1
+    version = 2
 
     def create(self, sql: Sql) -> None:
         sql.execute(
@@ -60,7 +66,21 @@ class MemoriesProjection(Projection):
             "occurred_at BIGINT, confidence DOUBLE PRECISION NOT NULL, evidence TEXT, "
             "extractor_id TEXT, extracted_at BIGINT, actor TEXT NOT NULL, metadata TEXT, "
             "state TEXT NOT NULL, recorded_at BIGINT NOT NULL, position BIGINT NOT NULL, "
-            "version BIGINT NOT NULL, superseded_by TEXT, forgotten_at BIGINT)"
+            "version BIGINT NOT NULL, superseded_by TEXT, forgotten_at BIGINT, "
+            "vector_clock TEXT)"
+        )
+        sql.execute(
+            "CREATE TABLE IF NOT EXISTS memory_entities (memory_id TEXT NOT NULL, "
+            "namespace TEXT NOT NULL, entity TEXT NOT NULL, PRIMARY KEY (memory_id, entity))"
+        )
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memory_entities_entity "
+            "ON memory_entities (namespace, entity)"
+        )
+        sql.execute(
+            "CREATE TABLE IF NOT EXISTS actor_writes (namespace TEXT NOT NULL, "
+            "actor TEXT NOT NULL, position BIGINT NOT NULL, writes BIGINT NOT NULL, "
+            "PRIMARY KEY (namespace, actor, position))"
         )
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memories_subject "
@@ -72,14 +92,15 @@ class MemoriesProjection(Projection):
         )
 
     def drop(self, sql: Sql) -> None:
-        sql.execute("DROP TABLE IF EXISTS memories")
+        for table in ("memories", "memory_entities", "actor_writes"):
+            sql.execute(f"DROP TABLE IF EXISTS {table}")
 
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
         memory_id = str(record.memory_id)
         if isinstance(event, Asserted):
             sql.execute(
                 f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     memory_id, record.namespace, event.kind.value, event.content,
                     event.subject, event.attribute, label_key(event.subject),
@@ -90,8 +111,13 @@ class MemoriesProjection(Projection):
                     optional_micros(event.extracted_at), record.actor,
                     json_text(event.metadata), State.CURRENT.value,
                     to_micros(record.recorded_at), record.position, record.version, None, None,
+                    json_text(self._vector_clock(sql, record, event)),
                 ),
             )  # fmt: skip
+            sql.executemany(
+                "INSERT INTO memory_entities (memory_id, namespace, entity) VALUES (?, ?, ?)",
+                [(memory_id, record.namespace, entity) for entity in event.entities],
+            )
         elif isinstance(event, Superseded):
             sql.execute(
                 "UPDATE memories SET state = ?, valid_until = ?, superseded_by = ?, version = ? "
@@ -109,6 +135,30 @@ class MemoriesProjection(Projection):
                 "UPDATE memories SET state = ?, forgotten_at = ?, version = ? WHERE id = ?",
                 (State.FORGOTTEN.value, to_micros(record.recorded_at), record.version, memory_id),
             )
+
+    def _vector_clock(self, sql: Sql, record: RecordedEvent, event: Asserted) -> dict[str, int]:
+        """Count this write for its actor; for every other actor, count its writes at or
+        before the position the writer said it had read (``observed_position``)."""
+        sql.execute(
+            "SELECT writes FROM actor_writes WHERE namespace = ? AND actor = ? "
+            "ORDER BY position DESC LIMIT 1",
+            (record.namespace, record.actor),
+        )
+        row = sql.fetchone()
+        own = (row["writes"] if row else 0) + 1
+        sql.execute(
+            "INSERT INTO actor_writes (namespace, actor, position, writes) VALUES (?, ?, ?, ?)",
+            (record.namespace, record.actor, record.position, own),
+        )
+        clock = {record.actor: own}
+        if event.observed_position is not None:
+            sql.execute(
+                "SELECT actor, MAX(writes) AS writes FROM actor_writes "
+                "WHERE namespace = ? AND actor <> ? AND position <= ? GROUP BY actor",
+                (record.namespace, record.actor, event.observed_position),
+            )
+            clock.update({r["actor"]: r["writes"] for r in sql.fetchall()})
+        return clock
 
 
 VERSION_COLUMNS = (

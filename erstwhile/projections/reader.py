@@ -84,6 +84,7 @@ def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
         supersedes=list(supersedes),
         superseded_by=UUID(successor) if successor else None,
         forgotten_at=_instant(row["forgotten_at"]) if state == State.FORGOTTEN else None,
+        vector_clock=_json(row["vector_clock"]) or {},
     )
 
 
@@ -133,7 +134,7 @@ class MemoryReader:
                 f"no memory {memory_id} in namespace {self.namespace!r} "
                 f"as known at {known_at.isoformat()}"
             )
-        return self._with_links(sql, rows[0], to_micros(known_at))
+        return self.with_links(sql, rows[0], to_micros(known_at))
 
     def facts(
         self,
@@ -156,7 +157,7 @@ class MemoryReader:
         params.extend(hidden)
         recorded = LATEST if known_at is None else to_micros(known_at)
         rows = self._select_versions(sql, " AND ".join(conditions), params, recorded)
-        return [self._with_links(sql, row, recorded) for row in rows]
+        return [self.with_links(sql, row, recorded) for row in rows]
 
     def linked_ids(self, sql: Sql, memory_id: UUID) -> list[UUID]:
         """Return the ids this memory was superseded by and supersedes (any state)."""
@@ -203,7 +204,8 @@ class MemoryReader:
         )
         return sql.fetchall()
 
-    def _with_links(self, sql: Sql, row: Any, recorded: int) -> Memory:
+    def with_links(self, sql: Sql, row: Any, recorded: int) -> Memory:
+        """Build the memory of a memories/versions row with its links as known then."""
         return memory_from_row(row, self._superseded_ids(sql, UUID(row["id"]), recorded))
 
     def _superseded_ids(self, sql: Sql, memory_id: UUID, recorded: int) -> list[UUID]:

@@ -267,7 +267,8 @@ class LedgerMachine(RuleBasedStateMachine):
         for subject in SUBJECTS:
             known_at = self._draw_known_at(data)
             valid = self._draw_valid_at(data)
-            expected = self.oracle.facts(subject, valid, known_at, self.clock())
+            now = max(self.clock(), self.oracle.last_recorded or self.clock())
+            expected = self.oracle.facts(subject, valid, known_at, now)
             actual = [m.id for m in self.ledger.facts(subject, as_of=valid, known_at=known_at)]
             assert actual == expected, (subject, valid, known_at)
         for _ in range(2):

@@ -1,0 +1,120 @@
+"""The bar a pair of memories must clear before the ledger proposes a supersession,
+and the rules that make a set of memories a contradiction.
+
+The bar is deliberately high: a wrong supersession buries something still true and
+nobody notices. So the ledger proposes ``newer supersedes older`` only when every clause
+holds, and otherwise stays silent (or, for disagreeing claims, surfaces a conflict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from erstwhile.domain.memory import Kind, State
+from erstwhile.domain.time import Window
+
+Resolution = Literal["by_confidence", "by_recency", "unresolved"]
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    """What the bar and the contradiction rules look at in a memory."""
+
+    id: UUID
+    kind: Kind
+    state: State
+    subject_key: str | None
+    attribute_key: str | None
+    entities: frozenset[str]
+    window: Window
+    value_json: str | None
+    content: str
+    confidence: float
+    position: int
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the claim is structured: both a subject and an attribute."""
+        return self.subject_key is not None and self.attribute_key is not None
+
+
+def same_subject(older: ClaimView, newer: ClaimView) -> bool:
+    """Compare ``(subject, attribute)`` where both have them, else require a shared entity."""
+    if older.keyed and newer.keyed:
+        return (older.subject_key, older.attribute_key) == (newer.subject_key, newer.attribute_key)
+    return bool(older.entities & newer.entities)
+
+
+def claims_differ(older: ClaimView, newer: ClaimView) -> bool:
+    """Values decide where both have one; otherwise the contents do."""
+    if older.value_json is not None and newer.value_json is not None:
+        return older.value_json != newer.value_json
+    return older.content.strip() != newer.content.strip()
+
+
+def clears_bar(older: ClaimView, newer: ClaimView) -> bool:
+    """Whether the ledger may propose that ``newer`` supersedes ``older``."""
+    return (
+        older.id != newer.id
+        and older.kind is newer.kind
+        and older.kind.revisable
+        and older.state is State.CURRENT
+        and newer.state is State.CURRENT
+        and same_subject(older, newer)
+        and older.window.overlaps(newer.window)
+        and older.window.start < newer.window.start
+        and claims_differ(older, newer)
+    )
+
+
+def contradicts(a: ClaimView, b: ClaimView) -> bool:
+    """Whether two live claims disagree: same key, different values, overlapping windows."""
+    return (
+        a.id != b.id
+        and Kind.EVENT not in (a.kind, b.kind)
+        and a.keyed
+        and (a.subject_key, a.attribute_key) == (b.subject_key, b.attribute_key)
+        and a.value_json is not None
+        and b.value_json is not None
+        and a.value_json != b.value_json
+        and a.window.overlaps(b.window)
+    )
+
+
+def conflict_sets(claims: Sequence[ClaimView]) -> list[list[ClaimView]]:
+    """Group claims into sets connected by contradictions, each in log order."""
+    parent = {c.id: c.id for c in claims}
+
+    def root(key: UUID) -> UUID:
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for i, a in enumerate(claims):
+        for b in claims[i + 1 :]:
+            if contradicts(a, b):
+                parent[root(a.id)] = root(b.id)
+    groups: dict[UUID, list[ClaimView]] = {}
+    for claim in claims:
+        groups.setdefault(root(claim.id), []).append(claim)
+    return [sorted(g, key=lambda c: c.position) for g in groups.values() if len(g) > 1]
+
+
+def resolve(members: Sequence[ClaimView]) -> tuple[ClaimView, Resolution]:
+    """Return the highest-confidence member and the recommended resolution.
+
+    ``by_confidence`` when one member's confidence is the unique highest; else
+    ``by_recency`` when one member's window opens uniquely last; else ``unresolved``.
+    """
+    top = max(c.confidence for c in members)
+    highest = [c for c in members if c.confidence == top]
+    if len(highest) == 1:
+        return highest[0], "by_confidence"
+    latest_start: datetime = max(c.window.start for c in members)
+    latest = [c for c in members if c.window.start == latest_start]
+    return highest[0], ("by_recency" if len(latest) == 1 else "unresolved")

@@ -1,0 +1,379 @@
+"""Search, proposals, contradictions and causality, on both backends (SPEC sections 5-6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from erstwhile import Ledger, NotFound, State, SupersessionRefused, ValidationError
+from tests.conftest import ManualClock, OpenLedger, event_count
+
+MAR = "2026-03-01T00:00:00Z"
+APR = "2026-04-01T00:00:00Z"
+JUL = "2026-07-01T00:00:00Z"
+
+
+def contents(hits: list[Any]) -> list[str]:
+    return [h.memory.content for h in hits]
+
+
+# --------------------------------------------------------------------- search
+
+
+def test_story_2_atlas_moves_from_mysql_to_postgres(ledger: Ledger, clock: ManualClock) -> None:
+    mysql = ledger.remember("Project Atlas uses MySQL for its primary datastore",
+                            kind="decision", subject="Atlas", attribute="datastore",
+                            value="MySQL", valid_from=MAR)  # fmt: skip
+    clock.advance(days=1)
+    postgres = ledger.revise(mysql.id, "Atlas moved to Postgres for the primary datastore",
+                             value="Postgres", at=JUL)  # fmt: skip
+    ledger.remember("Atlas standup notes mention lunch", kind="note")
+    now = ledger.search("What datastore does Atlas use?")
+    assert contents(now)[0] == postgres.content
+    assert mysql.id not in [h.memory.id for h in now]
+    everything = ledger.search("What datastore does Atlas use?", include_history=True)
+    assert [h.memory.id for h in everything][:1] == [postgres.id]
+    tiers = {h.memory.id: h.tier for h in everything}
+    assert tiers[postgres.id] == "current" and tiers[mysql.id] == "historical"
+    ordered = [h.tier for h in everything]
+    assert ordered == sorted(ordered, key=lambda t: t != "current")
+    before = ledger.search("datastore Atlas", as_of="2026-04-01T00:00:00Z")
+    assert contents(before) == [mysql.content]
+
+
+def test_historical_memories_rank_a_full_tier_below_whatever_their_text_score(
+    ledger: Ledger,
+) -> None:
+    old = ledger.remember("kafka kafka kafka streaming kafka cluster", subject="bus",
+                          attribute="broker", value="kafka", valid_from=MAR)  # fmt: skip
+    ledger.revise(old.id, "we use nats", value="nats", at=JUL)
+    ledger.remember("one kafka mention", kind="note")
+    hits = ledger.search("kafka streaming cluster", include_history=True)
+    assert [h.tier for h in hits] == ["current", "historical"]
+    assert hits[1].memory.id == old.id and hits[1].score > hits[0].score
+
+
+def test_plain_questions_find_memories_sharing_any_meaningful_term(ledger: Ledger) -> None:
+    aws = ledger.remember(
+        "The team moved to AWS", subject="team", attribute="database", value="AWS"
+    )
+    tea = ledger.remember("Ada drinks tea every morning", kind="preference", entities=["Ada"])
+    assert contents(ledger.search("what database does the team use")) == [aws.content]
+    assert contents(ledger.search("Which drink does Ada like?")) == [tea.content]
+    assert ledger.search("what is it that was") == []
+    assert ledger.search("zebra") == []
+
+
+def test_more_shared_terms_rank_higher(ledger: Ledger) -> None:
+    one = ledger.remember("the launch is planned", kind="note")
+    two = ledger.remember("the launch deadline moved", kind="note")
+    three = ledger.remember("launch deadline for the rocket moved", kind="note")
+    ranked = [h.memory.id for h in ledger.search("rocket launch deadline")]
+    assert ranked == [three.id, two.id, one.id]
+
+
+def test_as_of_the_hand_over_instant_returns_only_the_newer(ledger: Ledger) -> None:
+    old = ledger.remember("The team uses Supabase", subject="team", attribute="database",
+                          value="Supabase", valid_from=MAR)  # fmt: skip
+    new = ledger.revise(old.id, "The team moved to AWS", value="AWS", at=JUL)
+    assert [h.memory.id for h in ledger.search("team", as_of=JUL)] == [new.id]
+    assert [h.memory.id for h in ledger.search("team", as_of=APR)] == [old.id]
+    assert [h.memory.id for h in ledger.search("team", known_at=old.recorded_at)] == [old.id]
+
+
+def test_forgotten_memories_never_appear(ledger: Ledger) -> None:
+    secret = ledger.remember("the vault code is 1234", subject="vault", valid_from=MAR)
+    ledger.forget(secret.id)
+    for kwargs in (
+        {},
+        {"include_history": True},
+        {"as_of": APR},
+        {"as_of": APR, "include_history": True},
+    ):
+        assert ledger.search("vault code", **kwargs) == []
+        assert ledger.search("", **kwargs) == []
+
+
+def test_other_namespaces_never_appear(open_ledger: OpenLedger) -> None:
+    mine = open_ledger(namespace="acme")
+    open_ledger(namespace="rival").remember("the rival roadmap for launch", kind="note")
+    assert mine.search("roadmap launch", include_history=True) == []
+    assert mine.search("") == []
+
+
+def test_empty_query_lists_by_recency_and_filters_apply(ledger: Ledger, clock: ManualClock) -> None:
+    a = ledger.remember("alpha", kind="note", subject="x", attribute="p", value=1, entities=["Ann"])
+    clock.advance(hours=1)
+    b = ledger.remember("beta", kind="fact", subject="x", attribute="q", value=2, entities=["Bob"])
+    clock.advance(hours=1)
+    c = ledger.remember("gamma", kind="fact", subject="y", value=3, entities=["ann"])
+    assert [h.memory.id for h in ledger.search()] == [c.id, b.id, a.id]
+    assert [h.memory.id for h in ledger.search(limit=2)] == [c.id, b.id]
+    assert [h.memory.id for h in ledger.search(kinds=["note"])] == [a.id]
+    assert [h.memory.id for h in ledger.search(subject="X")] == [b.id, a.id]
+    assert [h.memory.id for h in ledger.search(subject="x", attribute="q")] == [b.id]
+    assert [h.memory.id for h in ledger.search(entities=["ANN"])] == [c.id, a.id]
+    assert all(h.tier == "current" for h in ledger.search())
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"limit": 0}, {"limit": "3"}, {"kinds": ["rumour"]}, {"as_of": "soon"}]
+)
+def test_search_refuses_bad_arguments(ledger: Ledger, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        ledger.search("x", **kwargs)
+
+
+def test_archived_memories_are_historical_now_but_live_as_of(ledger: Ledger) -> None:
+    note = ledger.remember("retro notes about the launch", kind="note", valid_from=MAR)
+    ledger.archive(note.id)
+    assert ledger.search("launch") == []
+    assert [h.tier for h in ledger.search("launch", include_history=True)] == ["historical"]
+    assert [h.tier for h in ledger.search("launch", as_of=APR)] == ["current"]
+
+
+# ------------------------------------------------------------------ proposals
+
+
+def keyed(ledger: Ledger, content: str, value: object, start: str, **extra: Any) -> Any:
+    fields: dict[str, Any] = {"subject": "me", "attribute": "city", "kind": "preference"}
+    fields.update(extra)
+    return ledger.remember(content, value=value, valid_from=start, **fields)
+
+
+def test_story_3_berlin_supersedes_lisbon_and_a_deadline_contradiction(
+    open_ledger: OpenLedger,
+) -> None:
+    ledger = open_ledger(namespace="acme", actor="user")
+    lisbon = keyed(ledger, "I live in Lisbon", "Lisbon", MAR)
+    berlin = keyed(ledger, "Actually I moved to Berlin", "Berlin", JUL)
+    (proposal,) = ledger.proposals()
+    assert (proposal.older_id, proposal.newer_id) == (lisbon.id, berlin.id)
+    accepted = ledger.accept(proposal.id)
+    assert accepted.supersedes == [lisbon.id]
+    assert ledger.get(lisbon.id).superseded_by == berlin.id
+    assert ledger.proposals() == []
+    assert ledger.conflicts("me") == []
+
+    planner = open_ledger(namespace="acme", actor="planner-bot")
+    executor = open_ledger(namespace="acme", actor="executor-bot")
+    friday = planner.remember("deadline is Friday", subject="launch", attribute="deadline",
+                              value="Friday", valid_from=MAR, confidence=0.6)  # fmt: skip
+    monday = executor.remember("deadline is Monday", subject="launch", attribute="deadline",
+                               value="Monday", valid_from=MAR, confidence=0.9)  # fmt: skip
+    (conflict,) = ledger.conflicts()
+    assert (conflict.subject, conflict.attribute) == ("launch", "deadline")
+    assert [m.id for m in conflict.members] == [friday.id, monday.id]
+    assert conflict.highest_confidence.id == monday.id
+    assert conflict.resolution == "by_confidence"
+    assert ledger.get(friday.id).state is State.CURRENT
+
+
+def test_a_proposal_changes_nothing_by_itself(ledger: Ledger) -> None:
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    assert len(ledger.proposals()) == 1
+    assert ledger.get(lisbon.id).state is State.CURRENT
+    assert len(ledger.facts("me", "city")) == 2
+
+
+def test_proposal_confidence_is_the_newer_memorys(ledger: Ledger) -> None:
+    keyed(ledger, "Lisbon", "Lisbon", MAR, confidence=0.95)
+    keyed(ledger, "Berlin", "Berlin", JUL, confidence=0.4)
+    assert [p.confidence for p in ledger.proposals()] == [0.4]
+
+
+BAR_CLAUSES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("different kind", {}, {"kind": "fact"}),
+    ("not revisable", {"kind": "event", "attribute": "visit"}, {"kind": "event", "attribute": "visit"}),
+    ("different subject", {}, {"subject": "you"}),
+    ("different attribute", {}, {"attribute": "country"}),
+    ("same claim", {}, {"value": "Lisbon", "content": "Lisbon"}),
+    ("newer opens first", {"start": JUL}, {"start": MAR}),
+    ("same opening", {}, {"start": MAR}),
+    ("touching windows", {"valid_until": JUL}, {}),
+    ("disjoint windows", {"valid_until": APR}, {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("older", "newer"), [pytest.param(o, n, id=i) for i, o, n in BAR_CLAUSES])
+def test_each_clause_of_the_bar_alone_prevents_a_proposal(
+    ledger: Ledger, older: dict[str, Any], newer: dict[str, Any]
+) -> None:
+    def write(overrides: dict[str, Any], content: str, value: str, start: str) -> Any:
+        fields = {"content": content, "value": value, "start": start, **overrides}
+        return keyed(
+            ledger, fields.pop("content"), fields.pop("value"), fields.pop("start"), **fields
+        )
+
+    write(older, "Lisbon", "Lisbon", MAR)
+    write(newer, "Berlin", "Berlin", JUL)
+    assert ledger.proposals() == []
+
+
+def test_the_bar_is_met_by_each_variant_of_its_clauses(ledger: Ledger) -> None:
+    keyed(ledger, "Lisbon", "Lisbon", MAR)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    keyed(ledger, "lives in Porto", None, MAR, subject=None, attribute=None, entities=["Ana"])
+    keyed(
+        ledger, "lives in Faro", None, JUL, subject=None, attribute=None, entities=["ana", "Faro"]
+    )
+    keyed(ledger, "Paris", None, MAR, subject="Zoe", attribute="city", entities=["Zoe"])
+    keyed(ledger, "Paris", None, JUL, subject="Zoe", attribute="city", entities=["Zoe"])
+    assert len(ledger.proposals()) == 2
+
+
+def test_entities_only_match_when_keys_are_missing(ledger: Ledger) -> None:
+    keyed(
+        ledger,
+        "Ana lives in Porto",
+        "Porto",
+        MAR,
+        subject="Ana",
+        attribute="home",
+        entities=["Ana"],
+    )
+    keyed(
+        ledger,
+        "Ana works in Faro",
+        "Faro",
+        JUL,
+        subject="Ana",
+        attribute="office",
+        entities=["Ana"],
+    )
+    assert ledger.proposals() == []
+
+
+def test_both_sides_must_be_current(ledger: Ledger) -> None:
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
+    ledger.archive(lisbon.id)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    assert ledger.proposals() == []
+    porto = keyed(ledger, "Porto", "Porto", MAR, subject="ana")
+    keyed(ledger, "Faro", "Faro", JUL, subject="ana")
+    (open_one,) = ledger.proposals()
+    ledger.archive(porto.id)
+    assert ledger.proposals() == []
+    with pytest.raises(SupersessionRefused, match="not_current"):
+        ledger.accept(open_one.id)
+
+
+def test_touching_windows_are_neither_a_proposal_nor_a_conflict(ledger: Ledger) -> None:
+    keyed(ledger, "Lisbon", "Lisbon", MAR, valid_until=JUL)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    assert ledger.proposals() == [] and ledger.conflicts() == []
+
+
+def test_rejection_is_recorded_and_survives_a_rebuild(ledger: Ledger) -> None:
+    keyed(ledger, "Lisbon", "Lisbon", MAR)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    (proposal,) = ledger.proposals()
+    ledger.reject(proposal.id, reason="I have two homes")
+    assert ledger.proposals() == []
+    rejected = [e for e in ledger.events() if e.type == "ProposalRejected"]
+    assert rejected[0].data is not None and rejected[0].data["reason"] == "I have two homes"
+    before = event_count(ledger)
+    ledger.reject(proposal.id)
+    assert event_count(ledger) == before
+    ledger.rebuild()
+    assert ledger.proposals() == []
+    ledger.rebuild("proposals")
+    assert ledger.proposals() == []
+    with pytest.raises(ValidationError, match="rejected"):
+        ledger.accept(proposal.id)
+    with pytest.raises(NotFound):
+        ledger.accept("00000000-0000-0000-0000-000000000000")
+
+
+def test_accepting_twice_is_harmless_and_survives_a_rebuild(ledger: Ledger) -> None:
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
+    berlin = keyed(ledger, "Berlin", "Berlin", JUL)
+    (proposal,) = ledger.proposals()
+    first = ledger.accept(proposal.id)
+    before = event_count(ledger)
+    assert ledger.accept(proposal.id) == first
+    assert event_count(ledger) == before
+    ledger.rebuild()
+    assert ledger.proposals() == [] and ledger.get(lisbon.id).superseded_by == berlin.id
+
+
+def test_timestamp_wins_consolidates_in_one_atomic_append(ledger: Ledger) -> None:
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
+    porto = keyed(ledger, "Porto", "Porto", APR)
+    before = event_count(ledger)
+    berlin = keyed(ledger, "Berlin", "Berlin", JUL, policy="timestamp_wins")
+    assert berlin.supersedes == [lisbon.id, porto.id]
+    assert event_count(ledger) == before + 3
+    assert [m.id for m in ledger.facts("me", "city")] == [berlin.id]
+    assert [m.id for m in ledger.chain(lisbon.id)] == [lisbon.id, porto.id, berlin.id]
+    assert ledger.proposals() == []
+
+
+def test_timestamp_wins_leaves_memories_below_the_bar_alone(ledger: Ledger) -> None:
+    other = keyed(ledger, "Lisbon", "Lisbon", MAR, subject="you")
+    berlin = keyed(ledger, "Berlin", "Berlin", JUL, policy="timestamp_wins")
+    assert berlin.supersedes == [] and ledger.get(other.id).state is State.CURRENT
+
+
+# -------------------------------------------------------------- contradictions
+
+
+def deadline(ledger: Ledger, value: str, start: str, confidence: float = 1.0, **extra: Any) -> Any:
+    fields: dict[str, Any] = {"subject": "launch", "attribute": "deadline", **extra}
+    return ledger.remember(f"deadline is {value}", value=value, valid_from=start,
+                           confidence=confidence, **fields)  # fmt: skip
+
+
+def test_resolution_by_recency_then_unresolved(ledger: Ledger) -> None:
+    deadline(ledger, "Friday", MAR, 0.8)
+    monday = deadline(ledger, "Monday", APR, 0.8)
+    (conflict,) = ledger.conflicts()
+    assert conflict.resolution == "by_recency"
+    assert monday.id in [m.id for m in conflict.members]
+    deadline(ledger, "Sunday", APR, 0.8)
+    (conflict,) = ledger.conflicts("LAUNCH")
+    assert conflict.resolution == "unresolved" and len(conflict.members) == 3
+
+
+def test_what_is_not_a_contradiction(ledger: Ledger) -> None:
+    deadline(ledger, "Friday", MAR)
+    deadline(ledger, "Friday", APR)
+    ledger.remember("standup", kind="event", subject="team", attribute="meeting", value="room 1",
+                    occurred_at=MAR)  # fmt: skip
+    ledger.remember("standup", kind="event", subject="team", attribute="meeting", value="room 2",
+                    occurred_at=MAR)  # fmt: skip
+    old = deadline(ledger, "Monday", MAR, subject="release")
+    ledger.revise(old.id, "deadline is Tuesday", value="Tuesday", at=JUL)
+    assert ledger.conflicts() == []
+    assert ledger.conflicts("nobody") == []
+
+
+def test_conflicts_are_separate_per_subject_and_attribute(ledger: Ledger) -> None:
+    deadline(ledger, "Friday", MAR)
+    deadline(ledger, "Monday", MAR)
+    ledger.remember("budget 10", subject="launch", attribute="budget", value=10, valid_from=MAR)
+    ledger.remember("budget 12", subject="launch", attribute="budget", value=12, valid_from=MAR)
+    assert sorted(c.attribute for c in ledger.conflicts("launch")) == ["budget", "deadline"]
+
+
+# ------------------------------------------------------------------ causality
+
+
+def test_vector_clocks_say_who_knew_what(open_ledger: OpenLedger) -> None:
+    planner = open_ledger(namespace="acme", actor="planner-bot")
+    executor = open_ledger(namespace="acme", actor="executor-bot")
+    friday = planner.remember("deadline is Friday")
+    assert friday.vector_clock == {"planner-bot": 1}
+    seen = executor.head()
+    blind = executor.remember("deadline is Monday")
+    aware = executor.remember("deadline is Tuesday", observed_position=seen)
+    assert blind.vector_clock == {"executor-bot": 1}
+    assert aware.vector_clock == {"executor-bot": 2, "planner-bot": 1}
+    assert planner.knows(aware.id, friday.id) and not planner.knows(blind.id, friday.id)
+    assert not planner.knows(friday.id, aware.id)
+    assert planner.history(aware.id).memory.vector_clock == aware.vector_clock
+    before = planner.get(aware.id)
+    planner.rebuild()
+    assert planner.get(aware.id) == before
