@@ -1,0 +1,184 @@
+"""The ledger's core: opening a store, the clock, reading one memory, appending.
+
+The command and query mixins beside this module build on it; ``Ledger`` in
+``erstwhile.ledger`` puts them together.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Literal, Self
+from uuid import UUID
+
+from erstwhile.domain.errors import (
+    NotFound,
+    ValidationError,
+)
+from erstwhile.domain.events import (
+    LedgerEvent,
+)
+from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory
+from erstwhile.domain.time import Instant, from_micros, optional_utc, to_utc
+from erstwhile.eventstore import (
+    EventLog,
+    Sql,
+    open_backend,
+    translated_errors,
+)
+from erstwhile.projections import (
+    MemoryReader,
+    ProjectionRunner,
+    SearchProjection,
+    core_projections,
+)
+from erstwhile.projections.base import Progress
+from erstwhile.projections.reader import MemoryState
+
+Clock = Callable[[], datetime]
+Policy = Literal["propose", "timestamp_wins"]
+MAX_NAME_CHARS = 200
+
+
+def system_clock() -> datetime:
+    """The default clock: the current instant in UTC."""
+    return datetime.now(UTC)
+
+
+def _check_name(value: str, what: str) -> str:
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise ValidationError(f"{what} must be non-empty text without NUL bytes")
+    if len(value) > MAX_NAME_CHARS:
+        raise ValidationError(f"{what} is longer than {MAX_NAME_CHARS} characters")
+    return value.strip()
+
+
+def as_id(value: UUID | str, what: str = "id") -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise NotFound(f"{what} {value!r} is not a memory id") from None
+
+
+def optional_text(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or "\x00" in value or len(value) > 4096:
+        raise ValidationError(f"{what} must be text under 4096 characters without NUL bytes")
+    return value
+
+
+def _default_actor() -> str:
+    """Who writes when no actor is named: the operating-system user."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "anonymous"
+
+
+class LedgerCore:
+    """A bi-temporal memory ledger over one store, scoped to one namespace and actor."""
+
+    def __init__(self, log: EventLog, *, namespace: str, actor: str, clock: Clock) -> None:
+        self.log = log
+        self.namespace = namespace
+        self.actor = actor
+        self._clock = clock
+        self.runner = ProjectionRunner(log, core_projections(log.backend.dialect))
+        self.reader = MemoryReader(namespace)
+        self.search_index = SearchProjection(log.backend.dialect)
+
+    @classmethod
+    def open(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        actor: str | None = None,
+        clock: Clock | None = None,
+    ) -> Self:
+        """Open the ledger a URL names (default ``$ERSTWHILE_URL``, else ``./erstwhile.db``)."""
+        namespace = _check_name(namespace, "namespace")
+        actor = _check_name(actor if actor is not None else _default_actor(), "actor")
+        backend = open_backend(url)
+        ledger = cls(
+            EventLog(backend), namespace=namespace, actor=actor, clock=clock or system_clock
+        )
+        try:
+            ledger.runner.setup()
+            ledger.runner.catch_up()
+        except BaseException:
+            backend.close()
+            raise
+        return ledger
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        self.log.backend.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        """The URL of the store this ledger writes to."""
+        return self.log.backend.url
+
+    def now(self) -> datetime:
+        """Read the injected clock, refusing a clock that returns a naive instant."""
+        return to_utc(self._clock(), "clock()")
+
+    def head(self) -> int:
+        """Return the latest log position (0 for an empty ledger)."""
+        return self.log.head()
+
+    def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
+        """Rebuild projections (all, or the one named) from position 0 of the log."""
+        self.runner.rebuild(name, progress)
+
+    def get(self, memory_id: UUID | str, *, known_at: Instant | None = None) -> Memory:
+        """Return a memory (as known at ``known_at``); ``NotFound`` if unknown or forgotten."""
+        key = as_id(memory_id)
+        when = optional_utc(known_at, "known_at")
+        with translated_errors(), self.log.backend.read() as sql:
+            return self.reader.get(sql, key, when)
+
+    def _present(self, sql: Sql) -> datetime:
+        """The instant "now" means for reads: the clock, but never behind the log.
+
+        A write is recorded at ``max(clock, last + 1 µs)``; reading "now" the same way
+        means a memory that opened when it was recorded is true the moment it returns.
+        """
+        now = self.now()
+        last = self.log.tip(sql).recorded_at
+        return now if last is None else max(now, from_micros(last))
+
+    def _state(self, memory_id: UUID | str) -> MemoryState:
+        self.runner.catch_up()
+        with translated_errors(), self.log.backend.read() as sql:
+            return self.reader.state(sql, as_id(memory_id))
+
+    def _visible(self, memory_id: UUID) -> Memory | None:
+        try:
+            return self.get(memory_id)
+        except NotFound:
+            return None
+
+    def _append_one(self, event: LedgerEvent) -> None:
+        result = self.log.append(
+            lambda _start: [event], actor=self.actor, namespace=self.namespace, now=self.now()
+        )
+        self.runner.catch_up(until=result.position)

@@ -1,0 +1,103 @@
+"""Curation: the supersessions the ledger proposes, contradictions, and causality."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from erstwhile.domain.bar import conflict_sets, resolve
+from erstwhile.domain.causality import clock_dominates
+from erstwhile.domain.errors import (
+    NotFound,
+    ValidationError,
+)
+from erstwhile.domain.events import (
+    ProposalRejected,
+    Superseded,
+)
+from erstwhile.domain.memory import Memory
+from erstwhile.domain.rules import Side, check_supersession
+from erstwhile.domain.views import Conflict, Proposal
+from erstwhile.eventstore import (
+    translated_errors,
+)
+from erstwhile.ledger.core import LedgerCore, as_id, optional_text
+from erstwhile.projections import (
+    recall,
+)
+
+
+class Curation(LedgerCore):
+    """proposals, accept, reject, conflicts, knows."""
+
+    def proposals(self) -> list[Proposal]:
+        """Return the open proposals whose memories are both still current."""
+        with translated_errors(), self.log.backend.read() as sql:
+            rows = recall.open_proposals(sql, self.namespace)
+        return [
+            Proposal(id=UUID(r["id"]), older_id=UUID(r["older_id"]),
+                     newer_id=UUID(r["newer_id"]), confidence=r["confidence"])
+            for r in rows
+        ]  # fmt: skip
+
+    def accept(self, proposal_id: UUID | str) -> Memory:
+        """Apply a proposal: the newer memory supersedes the older at its ``valid_from``,
+        through every supersession invariant. Returns the newer memory."""
+        row = self._proposal(proposal_id)
+        if row["status"] == "rejected":
+            raise ValidationError(f"proposal {row['id']} was rejected")
+        newer = self.get(row["newer_id"])
+        if row["status"] == "accepted":
+            return newer
+        older = self._state(row["older_id"])
+        side = Side(newer.id, newer.kind, newer.state, newer.window, newer.claim())
+        check_supersession(older.existing.side(), side, newer.valid_from)
+        self._append_one(
+            Superseded(originator_id=older.id, originator_version=older.version + 1,
+                       newer_id=newer.id, at=newer.valid_from, proposal_id=UUID(row["id"]))
+        )  # fmt: skip
+        return self.get(newer.id)
+
+    def reject(self, proposal_id: UUID | str, reason: str | None = None) -> None:
+        """Reject a proposal for good: the pair is never proposed again, also after a
+        rebuild. Rejecting a rejected proposal changes nothing."""
+        row = self._proposal(proposal_id)
+        if row["status"] == "rejected":
+            return
+        if row["status"] == "accepted":
+            raise ValidationError(f"proposal {row['id']} was already accepted")
+        self._append_one(
+            ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
+                             older_id=UUID(row["older_id"]), newer_id=UUID(row["newer_id"]),
+                             reason=optional_text(reason, "reason"))
+        )  # fmt: skip
+
+    def conflicts(self, subject: str | None = None) -> list[Conflict]:
+        """Return each set of live memories that contradict each other, with the
+        highest-confidence member and the recommended resolution."""
+        with translated_errors(), self.log.backend.read() as sql:
+            claims = recall.live_keyed_claims(sql, self.namespace, subject)
+        found = []
+        for members in conflict_sets(claims):
+            highest, resolution = resolve(members)
+            memories = [self.get(c.id) for c in members]
+            by_id = {m.id: m for m in memories}
+            found.append(
+                Conflict(subject=memories[0].subject or "", attribute=memories[0].attribute or "",
+                         members=memories, highest_confidence=by_id[highest.id],
+                         resolution=resolution)
+            )  # fmt: skip
+        return found
+
+    def knows(self, later_id: UUID | str, earlier_id: UUID | str) -> bool:
+        """Whether ``later_id`` was written knowing ``earlier_id`` (by vector clocks)."""
+        return clock_dominates(self.get(later_id).vector_clock, self.get(earlier_id).vector_clock)
+
+    def _proposal(self, proposal_id: UUID | str) -> Any:
+        self.runner.catch_up()
+        key = as_id(proposal_id, "proposal id")
+        with translated_errors(), self.log.backend.read() as sql:
+            row = recall.proposal_row(sql, self.namespace, key)
+        if row is None:
+            raise NotFound(f"no proposal {key} in namespace {self.namespace!r}")
+        return row

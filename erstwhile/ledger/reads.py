@@ -1,0 +1,158 @@
+"""Queries, answered from the projections: lineage, facts, the audit stream, search."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from uuid import UUID
+
+from erstwhile.domain.errors import (
+    ValidationError,
+)
+from erstwhile.domain.memory import Kind, Memory
+from erstwhile.domain.time import Instant, optional_utc, to_micros
+from erstwhile.domain.views import History, Hit, LoggedEvent
+from erstwhile.eventstore import (
+    EventFilter,
+    translated_errors,
+)
+from erstwhile.ledger.core import LedgerCore, as_id
+from erstwhile.projections import (
+    recall,
+)
+from erstwhile.projections.reader import LATEST
+
+
+class Queries(LedgerCore):
+    """history, chain, facts, events, search."""
+
+    def history(self, memory_id: UUID | str) -> History:
+        """Return a memory with what superseded it and what it superseded (one level)."""
+        memory = self.get(memory_id)
+        successor = self._visible(memory.superseded_by) if memory.superseded_by else None
+        earlier = [m for m in (self._visible(i) for i in memory.supersedes) if m is not None]
+        return History(memory=memory, superseded_by=successor, supersedes=earlier)
+
+    def chain(self, memory_id: UUID | str) -> list[Memory]:
+        """Return the whole lineage through supersession, both ways, in log order.
+
+        Forgotten memories are walked through (the links stay) but not returned.
+        """
+        start = self.get(memory_id).id
+        seen, frontier = {start}, [start]
+        with translated_errors(), self.log.backend.read() as sql:
+            while frontier:
+                linked = self.reader.linked_ids(sql, frontier.pop())
+                fresh = [i for i in linked if i not in seen]
+                seen.update(fresh)
+                frontier.extend(fresh)
+            positions = self.reader.positions(sql, list(seen))
+        ordered = sorted((pos, i) for i, (pos, visible) in positions.items() if visible)
+        return [self.get(i) for _, i in ordered]
+
+    def facts(
+        self,
+        subject: str,
+        attribute: str | None = None,
+        *,
+        as_of: Instant | None = None,
+        known_at: Instant | None = None,
+    ) -> list[Memory]:
+        """Return what is true about ``subject`` now, at valid time ``as_of``, as known at
+        ``known_at``. Without ``as_of``, "now" is ``known_at`` if given, else the clock."""
+        if not isinstance(subject, str) or not subject.strip():
+            raise ValidationError("subject must be non-empty text")
+        known = optional_utc(known_at, "known_at")
+        valid = optional_utc(as_of, "as_of")
+        with translated_errors(), self.log.backend.read() as sql:
+            return self.reader.facts(
+                sql,
+                subject,
+                attribute,
+                valid_at=valid or known or self._present(sql),
+                known_at=known,
+                include_archived=valid is not None,
+            )
+
+    def events(
+        self,
+        *,
+        after: int | None = None,
+        until: int | None = None,
+        since: Instant | None = None,
+        before: Instant | None = None,
+        memory_id: UUID | str | None = None,
+        actor: str | None = None,
+    ) -> Iterator[LoggedEvent]:
+        """Stream this namespace's stored events in log order: positions ``(after, until]``,
+        instants ``[since, before)``, optionally one memory's or one actor's."""
+        selection = EventFilter(
+            after=after,
+            until=until,
+            since=optional_utc(since, "since"),
+            before=optional_utc(before, "before"),
+            memory_id=as_id(memory_id) if memory_id is not None else None,
+            actor=actor,
+            namespace=self.namespace,
+        )
+        for record in self.log.events(selection):
+            event = self.log.decode(record)
+            yield LoggedEvent(
+                position=record.position,
+                recorded_at=record.recorded_at,
+                type=record.type,
+                memory_id=record.memory_id,
+                actor=record.actor,
+                namespace=record.namespace,
+                data=event.model_dump(mode="json", exclude={"originator_id", "originator_version"}),
+            )
+
+    def search(
+        self,
+        query: str = "",
+        *,
+        as_of: Instant | None = None,
+        known_at: Instant | None = None,
+        include_history: bool = False,
+        kinds: Sequence[str] | None = None,
+        subject: str | None = None,
+        attribute: str | None = None,
+        entities: Sequence[str] | None = None,
+        limit: int = 10,
+    ) -> list[Hit]:
+        """Find memories by meaning-bearing words: what is true now (or at ``as_of``, as
+        known at ``known_at``); ``include_history`` adds the rest a full tier below."""
+        if not isinstance(query, str) or "\x00" in query:
+            raise ValidationError("query must be text without NUL bytes")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise ValidationError("limit must be an integer from 1 to 1000")
+        known = optional_utc(known_at, "known_at")
+        valid = optional_utc(as_of, "as_of")
+        with translated_errors(), self.log.backend.read() as sql:
+            present = self._present(sql)
+        request = recall.SearchRequest(
+            query=query,
+            valid_at=valid or known or present,
+            as_of_given=valid is not None,
+            known_at=known,
+            include_history=include_history,
+            kinds=[_kind(k) for k in kinds] if kinds is not None else None,
+            subject=subject,
+            attribute=attribute,
+            entities=list(entities) if entities is not None else None,
+            limit=limit,
+        )
+        with translated_errors(), self.log.backend.read() as sql:
+            raw = recall.search(sql, self.namespace, self.search_index, request)
+            recorded = LATEST if known is None else to_micros(known)
+            return [
+                Hit(memory=self.reader.with_links(sql, h.row, recorded), score=h.score,
+                    tier=h.tier)
+                for h in raw
+            ]  # fmt: skip
+
+
+def _kind(kind: str) -> Kind:
+    try:
+        return Kind(kind)
+    except ValueError:
+        raise ValidationError(f"kinds: unknown kind {kind!r}") from None

@@ -1,0 +1,183 @@
+"""Write commands: each validates against the memories it touches, appends its events
+atomically, and brings the projections up to its own write before returning."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from erstwhile.domain.bar import clears_bar
+from erstwhile.domain.errors import (
+    IdempotencyMismatch,
+    NotFound,
+    SupersessionRefused,
+    ValidationError,
+)
+from erstwhile.domain.events import (
+    Archived,
+    Forgotten,
+)
+from erstwhile.domain.ids import uuid7
+from erstwhile.domain.memory import Memory, State
+from erstwhile.domain.time import Instant, optional_utc
+from erstwhile.domain.writes import WritePlan, plan_writes
+from erstwhile.eventstore import (
+    IdempotencyClaim,
+    Sql,
+    translated_errors,
+)
+from erstwhile.ledger.core import LedgerCore, optional_text
+from erstwhile.projections.candidates import candidates
+from erstwhile.projections.reader import LATEST
+
+
+class WriteCommands(LedgerCore):
+    """remember, remember_many, revise, archive, forget."""
+
+    def remember(self, content: str, **arguments: Any) -> Memory:
+        """Assert a new memory (optionally superseding others); return it."""
+        return self.remember_many([{"content": content, **arguments}])[0]
+
+    def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[Memory]:
+        """Assert many memories in one atomic append: all of them, or none."""
+        items = [dict(item) for item in items]
+        if not items:
+            return []
+        plans = [WritePlan.parse(item) for item in items]
+        replay = self._idempotent_replay(plans)
+        if replay is not None:
+            return replay
+        self.runner.catch_up()
+        now = self.now()
+        with translated_errors(), self.log.backend.read() as sql:
+            plans = [self._apply_policy(sql, plan, now) for plan in plans]
+            olders = {
+                older_id: self.reader.state(sql, older_id).existing
+                for plan in plans
+                for older_id in plan.supersedes
+            }
+        ids = [uuid7(now, os.urandom(10)) for _ in plans]
+        claims = [
+            IdempotencyClaim(self.namespace, plan.idempotency_key, plan.fingerprint, new_id)
+            for plan, new_id in zip(plans, ids, strict=True)
+            if plan.idempotency_key is not None
+        ]
+        result = self.log.append(
+            lambda start: plan_writes(plans, ids, olders, start),
+            actor=self.actor,
+            namespace=self.namespace,
+            now=now,
+            idempotency=claims,
+        )
+        if result.replayed:
+            return self._replayed(plans, result.replayed)
+        self.runner.catch_up(until=result.position)
+        return [self.get(new_id) for new_id in ids]
+
+    def revise(
+        self, older_id: UUID | str, content: str, *, at: Instant | None = None, **fields: Any
+    ) -> Memory:
+        """Assert a memory that supersedes ``older_id`` at ``at``; unset structured fields
+        (kind, subject, attribute, value, entities) are copied from the older memory."""
+        target = self._state(older_id)
+        if target.memory is None:
+            raise SupersessionRefused("not_current", f"memory {target.id} is forgotten")
+        older = target.memory
+        at_instant = optional_utc(at, "at")
+        if at_instant is not None:
+            given = optional_utc(fields.get("valid_from"), "valid_from")
+            if given is not None and given != at_instant:
+                raise ValidationError("at and valid_from disagree: the new memory opens at `at`")
+            fields["valid_from"] = at_instant
+        for name in ("kind", "subject", "attribute", "value", "entities"):
+            if fields.get(name) is None:
+                fields[name] = getattr(older, name)
+        if "supersedes" in fields:
+            raise ValidationError("revise supersedes exactly older_id: do not pass supersedes")
+        return self.remember(content, supersedes=[older.id], **fields)
+
+    def archive(self, memory_id: UUID | str, *, reason: str | None = None) -> Memory:
+        """Retire a memory from "what is true now" without touching its window.
+
+        Archiving an archived memory changes nothing and returns it.
+        """
+        target = self._state(memory_id)
+        if target.memory is None:
+            raise NotFound(f"memory {target.id} was forgotten")
+        if target.state is State.ARCHIVED:
+            return target.memory
+        self._append_one(
+            Archived(
+                originator_id=target.id,
+                originator_version=target.version + 1,
+                reason=optional_text(reason, "reason"),
+            )
+        )
+        return self.get(target.id)
+
+    def forget(
+        self, memory_id: UUID | str, *, hard: bool = False, reason: str | None = None
+    ) -> None:
+        """Forget a memory: it disappears from every read at once; the log keeps the proof.
+
+        Forgetting a forgotten memory is a no-op success.
+        """
+        if hard:
+            raise ValidationError(
+                "hard forget (crypto-shredding) is not available in this version; use a soft forget"
+            )
+        target = self._state(memory_id)
+        if target.state is State.FORGOTTEN:
+            return
+        self._append_one(
+            Forgotten(
+                originator_id=target.id,
+                originator_version=target.version + 1,
+                hard=False,
+                reason=optional_text(reason, "reason"),
+            )
+        )
+
+    def _apply_policy(self, sql: Sql, plan: WritePlan, now: datetime) -> WritePlan:
+        """Under ``timestamp_wins``, add every older memory that clears the bar."""
+        if plan.policy != "timestamp_wins":
+            return plan
+        newer = plan.claim_view(now)
+        winners = [
+            c.id for c in candidates(sql, self.namespace, newer, LATEST)
+            if clears_bar(c, newer) and c.id not in plan.supersedes
+        ]  # fmt: skip
+        return replace(plan, supersedes=(*plan.supersedes, *winners))
+
+    def _idempotent_replay(self, plans: Sequence[WritePlan]) -> list[Memory] | None:
+        keyed = [p for p in plans if p.idempotency_key is not None]
+        if not keyed:
+            return None
+        earlier = [self.log.claimed(self.namespace, p.idempotency_key or "") for p in keyed]
+        found = [claim for claim in earlier if claim is not None]
+        if not found:
+            return None
+        return self._replayed(plans, found)
+
+    def _replayed(
+        self, plans: Sequence[WritePlan], claims: Sequence[IdempotencyClaim]
+    ) -> list[Memory]:
+        by_key = {claim.key: claim for claim in claims}
+        if len(by_key) != len(plans) or any(p.idempotency_key not in by_key for p in plans):
+            raise IdempotencyMismatch(
+                "some idempotency keys of this batch were used before and some were not; "
+                "retry the exact same batch"
+            )
+        for plan in plans:
+            claim = by_key[plan.idempotency_key or ""]
+            if claim.fingerprint != plan.fingerprint:
+                raise IdempotencyMismatch(
+                    f"idempotency key {plan.idempotency_key!r} was first used "
+                    "with a different payload"
+                )
+        self.runner.catch_up()
+        return [self.get(by_key[p.idempotency_key or ""].memory_id) for p in plans]
