@@ -1,0 +1,62 @@
+"""A ledger written by an older event schema (``tests/fixtures/ledger-v1.db``, whose
+``Asserted`` events carry plaintext content, schema version 1) still reads correctly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from erstwhile import Ledger, NotFound, State
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "ledger-v1.db"
+
+
+@pytest.fixture
+def old_ledger(tmp_path: Path) -> Ledger:
+    copy = tmp_path / "ledger-v1.db"
+    shutil.copy(FIXTURE, copy)
+    return Ledger.open(f"sqlite:///{copy}", namespace="acme", actor="reader")
+
+
+def answers(ledger: Ledger) -> dict[str, object]:
+    supabase = ledger.facts("team", "database", as_of="2026-03-15T00:00:00Z")[0]
+    return {
+        "now": [m.value for m in ledger.facts("team", "database")],
+        "march": supabase.value,
+        "provenance": (supabase.entities, supabase.evidence, supabase.metadata, supabase.actor),
+        "chain": [m.value for m in ledger.chain(supabase.id)],
+        "archived": [m.state for m in ledger.facts("team", as_of="2026-04-10T00:00:00Z")
+                     if m.kind.value == "note"],  # fmt: skip
+        "proposals": ledger.proposals(),
+        "search": [h.memory.value for h in ledger.search("what database does the team use")],
+        "events": [e.type for e in ledger.events()],
+    }
+
+
+def test_the_old_log_reads_with_current_code(old_ledger: Ledger) -> None:
+    with old_ledger as ledger:
+        got = answers(ledger)
+        assert got["now"] == ["AWS"] and got["march"] == "Supabase"
+        assert got["provenance"] == (["team", "supabase"], ["chat:1"], {"source": "standup"},
+                                     "fixture")  # fmt: skip
+        assert got["chain"] == ["Supabase", "AWS"]
+        assert got["archived"] == [State.ARCHIVED]
+        assert got["proposals"] == []
+        assert got["search"][0] == "AWS"
+        assert got["events"] == ["Asserted", "Superseded", "Asserted", "Asserted", "Archived",
+                                 "Asserted", "Forgotten", "Asserted", "Asserted",
+                                 "ProposalRejected"]  # fmt: skip
+        typo = next(e for e in ledger.events() if e.type == "Forgotten").memory_id
+        with pytest.raises(NotFound):
+            ledger.get(typo)
+        ledger.rebuild()
+        assert answers(ledger) == got
+
+
+def test_new_writes_extend_an_old_log(old_ledger: Ledger) -> None:
+    with old_ledger as ledger:
+        aws = ledger.facts("team", "database")[0]
+        gcp = ledger.revise(aws.id, "The team moved to GCP", value="GCP", at="2026-10-01T00:00:00Z")
+        assert [m.value for m in ledger.chain(gcp.id)] == ["Supabase", "AWS", "GCP"]
