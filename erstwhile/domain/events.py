@@ -28,7 +28,15 @@ class LedgerEvent(BaseModel):
 
 
 class Asserted(LedgerEvent):
-    """A memory entered the ledger with its claim, window and provenance."""
+    """A memory entered the ledger with its claim, window and provenance.
+
+    Schema 2 stores the sensitive fields (content, value, entities, evidence, metadata)
+    sealed under the memory's own key; schema 1 stored them in plain text. The store
+    opens the seal before upcasting, so both read the same. ``erased`` is set on read
+    when the memory's key was destroyed by a hard forget: the claim is gone.
+    """
+
+    class_version: ClassVar[int] = 2
 
     kind: Kind
     content: str
@@ -47,6 +55,12 @@ class Asserted(LedgerEvent):
     supersedes: tuple[UUID, ...] = ()
     idempotency_key: str | None = None
     observed_position: int | None = None
+    erased: bool = False
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """Schema 1 kept the claim in plain text: nothing was ever erased from it."""
+        state.setdefault("erased", False)
 
 
 class Superseded(LedgerEvent):

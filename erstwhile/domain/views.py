@@ -45,6 +45,17 @@ class LoggedEvent(BaseModel):
     data: dict[str, Any] | None
 
 
+class VerifyReport(BaseModel):
+    """The result of checking the hash chain: ``first_break`` is the position of the
+    first event whose stored hash does not match its recomputed one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    checked: int
+    first_break: int | None = None
+
+
 class Proposal(BaseModel):
     """The ledger's suggestion that ``newer_id`` supersedes ``older_id``."""
 

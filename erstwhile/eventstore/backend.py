@@ -75,6 +75,10 @@ class Backend(ABC):
     def close(self) -> None:
         """Release connections."""
 
+    @abstractmethod
+    def scrub(self) -> None:
+        """Make erased bytes unreadable in the database files (after a hard forget)."""
+
     def notify(self, sql: Sql) -> None:  # noqa: B027 - optional hook; SQLite has no NOTIFY
         """Tell followers that new events were committed (LISTEN/NOTIFY where there is one)."""
 

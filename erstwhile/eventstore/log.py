@@ -18,9 +18,11 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from erstwhile.domain.events import LedgerEvent
+from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.events import Asserted, LedgerEvent
 from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
+from erstwhile.eventstore.keys import KeyRing, new_key
 from erstwhile.eventstore.mapper import PydanticMapper
 from erstwhile.eventstore.records import (
     GENESIS_HASH,
@@ -78,8 +80,9 @@ class EventFilter:
 class EventLog:
     """The ledger's log over one backend."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, keyring: KeyRing | None = None) -> None:
         self.backend = backend
+        self.keyring = keyring or KeyRing.from_environment()
         self.mapper = PydanticMapper()
         self.table = backend.events_table
 
@@ -91,11 +94,13 @@ class EventLog:
         namespace: str,
         now: datetime,
         idempotency: Sequence[IdempotencyClaim] = (),
+        erase: Sequence[UUID] = (),
     ) -> AppendResult:
         """Append the events ``build`` returns, atomically, at the next instants of the log.
 
-        If any idempotency key was claimed before, nothing is appended and the earlier
-        claims are returned instead, for the caller to compare.
+        Each new memory gets a key of its own, stored in the same transaction; the keys
+        of ``erase`` are destroyed in it. If any idempotency key was claimed before,
+        nothing is appended and the earlier claims are returned, for the caller to compare.
         """
         with translated_errors(conflicts=True), self.backend.write() as sql:
             earlier = [self._claimed(sql, c.namespace, c.key) for c in idempotency]
@@ -105,10 +110,13 @@ class EventLog:
             start = now
             if tip.recorded_at is not None:
                 start = max(now, from_micros(tip.recorded_at) + ONE_MICROSECOND)
-            events = self._stamp(build(start), tip, start, actor, namespace)
+            keys: dict[UUID, bytes] = {}
+            events = self._stamp(build(start), tip, start, actor, namespace, keys)
             if not events:
                 return AppendResult()
             self.backend.insert_events(sql, events)
+            self.keyring.store(sql, ((i, namespace, k) for i, k in keys.items()))
+            self.keyring.destroy(sql, erase)
             for claim in idempotency:
                 self._claim(sql, claim)
             self.backend.notify(sql)
@@ -121,11 +129,15 @@ class EventLog:
         start: datetime,
         actor: str,
         namespace: str,
+        keys: dict[UUID, bytes],
     ) -> list[RecordedEvent]:
         stamped: list[RecordedEvent] = []
         previous = tip.hash
         for offset, event in enumerate(domain_events):
-            stored = self.mapper.to_stored_event(event)
+            key = None
+            if isinstance(event, Asserted):
+                key = keys[event.originator_id] = new_key()
+            stored = self.mapper.encode(event, key)
             unhashed = RecordedEvent(
                 position=tip.position + 1 + offset,
                 recorded_at=start + offset * ONE_MICROSECOND,
@@ -192,20 +204,97 @@ class EventLog:
         sql.execute(statement, params)
         return [RecordedEvent.from_row(row) for row in sql.fetchall()]
 
-    def events(self, selection: EventFilter, batch: int = 1000) -> Iterator[RecordedEvent]:
-        """Stream the selected events in log order, a batch per read transaction."""
+    def events(
+        self, selection: EventFilter, batch: int = 1000
+    ) -> Iterator[tuple[RecordedEvent, LedgerEvent]]:
+        """Stream the selected events in log order with their decoded domain events, a
+        batch per read transaction."""
         after = selection.after
         while True:
             page = EventFilter(**{**selection.__dict__, "after": after})
             with translated_errors(), self.backend.read() as sql:
                 records = self.read(sql, page, limit=batch)
-            yield from records
+                decoded = self.decode_many(sql, records)
+            yield from zip(records, decoded, strict=True)
             if len(records) < batch:
                 return
             after = records[-1].position
 
-    def decode(self, record: RecordedEvent) -> LedgerEvent:
-        """Return the domain event of a stored record, upcast to the current schema."""
-        stored = StoredEvent(record.memory_id, record.version, record.topic, record.payload)
-        event: LedgerEvent = self.mapper.to_domain_event(stored)
-        return event
+    def decode_many(self, sql: Sql, records: Sequence[RecordedEvent]) -> list[LedgerEvent]:
+        """Decode records inside an open transaction, fetching the keys they need at once.
+
+        An ``Asserted`` whose key was destroyed decodes with ``erased=True``.
+        """
+        keys = self.keyring.fetch(sql, [r.memory_id for r in records if r.type == "Asserted"])
+        return [
+            self.mapper.decode(
+                StoredEvent(r.memory_id, r.version, r.topic, r.payload), keys.get(r.memory_id)
+            )
+            for r in records
+        ]
+
+    def verify(self, batch: int = 5000) -> tuple[int, int | None]:
+        """Recompute the hash chain over the whole log; return how many events were
+        checked and the position of the first whose stored hash is wrong (or None)."""
+        previous, checked, after = GENESIS_HASH, 0, 0
+        while True:
+            with translated_errors(), self.backend.read() as sql:
+                records = self.read(sql, EventFilter(after=after), limit=batch)
+            for record in records:
+                checked += 1
+                if chain_hash(previous, replace(record, hash=b"")) != record.hash:
+                    return checked, record.position
+                previous = record.hash
+            if len(records) < batch:
+                return checked, None
+            after = records[-1].position
+
+    def restore(self, entries: Sequence[Restored]) -> None:
+        """Write events exported from another ledger, keeping their positions, instants,
+        ids and actors; payloads are sealed under fresh keys and the hashes rechained."""
+        with translated_errors(conflicts=True), self.backend.write() as sql:
+            tip = self.tip(sql)
+            previous, stamped = tip.hash, []
+            keys: list[tuple[UUID, str, bytes]] = []
+            for entry in entries:
+                last = tip.recorded_at
+                if entry.position <= tip.position or (
+                    last is not None and to_micros(entry.recorded_at) <= last
+                ):
+                    raise ValidationError(
+                        f"event at position {entry.position} does not come after the log's end"
+                    )
+                stored = self._encode_restored(entry, keys)
+                unhashed = RecordedEvent(
+                    position=entry.position, recorded_at=entry.recorded_at,
+                    memory_id=entry.event.originator_id, version=entry.event.originator_version,
+                    topic=stored.topic, schema_version=type(entry.event).class_version,
+                    actor=entry.actor, namespace=entry.namespace, payload=stored.state, hash=b"",
+                )  # fmt: skip
+                previous = chain_hash(previous, unhashed)
+                stamped.append(replace(unhashed, hash=previous))
+                tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
+            self.backend.insert_events(sql, stamped)
+            self.keyring.store(sql, keys)
+            self.backend.notify(sql)
+
+    def _encode_restored(self, entry: Restored, keys: list[tuple[UUID, str, bytes]]) -> StoredEvent:
+        event = entry.event
+        if not isinstance(event, Asserted):
+            return self.mapper.encode(event, None)
+        if event.erased:
+            return self.mapper.encode_erased(event)
+        key = new_key()
+        keys.append((event.originator_id, entry.namespace, key))
+        return self.mapper.encode(event, key)
+
+
+@dataclass(frozen=True)
+class Restored:
+    """One event to restore, with the coordinates it had in the exported ledger."""
+
+    position: int
+    recorded_at: datetime
+    actor: str
+    namespace: str
+    event: LedgerEvent

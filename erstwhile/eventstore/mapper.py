@@ -8,12 +8,14 @@ methods in order, the eventsourcing convention, so old logs keep reading.
 from __future__ import annotations
 
 from typing import Any, cast
+from uuid import UUID
 
 import orjson
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder, Transcoding
 from eventsourcing.utils import get_topic, resolve_topic
 
 from erstwhile.domain.events import LedgerEvent
+from erstwhile.eventstore.keys import SENSITIVE_FIELDS, seal, unseal
 
 
 class OrjsonTranscoder(Transcoder):
@@ -36,8 +38,18 @@ class PydanticMapper(Mapper[Any]):
         super().__init__(transcoder=OrjsonTranscoder())
 
     def to_stored_event(self, domain_event: Any) -> StoredEvent:
-        event = cast(LedgerEvent, domain_event)
-        state = event.model_dump(mode="json", exclude={"originator_id", "originator_version"})
+        return self.encode(cast(LedgerEvent, domain_event), key=None)
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        return self.decode(stored_event, key=None)
+
+    def encode(self, event: LedgerEvent, key: bytes | None) -> StoredEvent:
+        """Serialise an event; with a key, seal its sensitive fields under it."""
+        state = event.model_dump(
+            mode="json", exclude={"originator_id", "originator_version", "erased"}
+        )
+        if key is not None:
+            state = seal(state, event.originator_id, key)
         if type(event).class_version > 1:
             state["class_version"] = type(event).class_version
         return StoredEvent(
@@ -47,13 +59,29 @@ class PydanticMapper(Mapper[Any]):
             state=self.transcoder.encode(state),
         )
 
-    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+    def encode_erased(self, event: LedgerEvent) -> StoredEvent:
+        """Serialise an event whose sealed content is gone: its seal is empty for good."""
+        stored = self.encode(event, key=None)
+        state = self.transcoder.decode(stored.state)
+        for name in SENSITIVE_FIELDS:
+            state.pop(name, None)
+        state["sealed"] = None
+        return StoredEvent(
+            stored.originator_id, stored.originator_version, stored.topic,
+            self.transcoder.encode(state),
+        )  # fmt: skip
+
+    def decode(self, stored_event: StoredEvent, key: bytes | None) -> LedgerEvent:
+        """Rebuild an event: open its seal (or mark it erased), then upcast it."""
         cls = cast(type[LedgerEvent], resolve_topic(stored_event.topic))
         state: dict[str, Any] = self.transcoder.decode(stored_event.state)
+        if "sealed" in state:
+            state = unseal(state, UUID(str(stored_event.originator_id)), key)
         version = state.pop("class_version", 1)
         while version < cls.class_version:
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
             version += 1
         state["originator_id"] = stored_event.originator_id
         state["originator_version"] = stored_event.originator_version
-        return cls.model_validate(state)
+        event: LedgerEvent = cls.model_validate(state)
+        return event

@@ -71,6 +71,8 @@ class LedgerPostgresRecorder(PostgresApplicationRecorder):
                 "ON {schema}.{table} (recorded_at)",
                 "CREATE INDEX IF NOT EXISTS erstwhile_events_namespace "
                 "ON {schema}.{table} (namespace, position)",
+                "CREATE TABLE IF NOT EXISTS {schema}.erstwhile_keys (memory_id text PRIMARY KEY, "
+                "namespace text NOT NULL, key_bytes bytea NOT NULL, wrapped integer NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS {schema}.erstwhile_idempotency ("
                 "namespace text NOT NULL, idempotency_key text NOT NULL, "
                 "fingerprint text NOT NULL, memory_id uuid NOT NULL, "
@@ -201,11 +203,12 @@ class PostgresBackend(Backend):
 
     def _is_set_up(self, connection: Connection[DictRow]) -> bool:
         schema = self.datastore.schema
+        tables = ("erstwhile_events", "erstwhile_tracking", "erstwhile_keys")
         row = connection.execute(
-            "SELECT to_regclass(%s) AS events, to_regclass(%s) AS tracking",
-            (f'"{schema}".erstwhile_events', f'"{schema}".erstwhile_tracking'),
+            "SELECT " + ", ".join(f"to_regclass(%s) AS t{n}" for n in range(len(tables))),
+            [f'"{schema}".{table}' for table in tables],
         ).fetchone()
-        return row is not None and row["events"] is not None and row["tracking"] is not None
+        return row is not None and all(value is not None for value in row.values())
 
     @contextmanager
     def write(self) -> Iterator[Sql]:
@@ -223,6 +226,19 @@ class PostgresBackend(Backend):
         with self.datastore.transaction(commit=False) as cursor:
             cursor.execute(SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             yield PostgresSql(cursor)
+
+    def scrub(self) -> None:
+        """VACUUM the tables a hard forget touched, so dead row versions holding the
+        erased content are reclaimed (see docs/forgetting.md for what VACUUM cannot
+        reach: free space not yet reused, WAL archives and backups)."""
+        tables = ("memories", "memory_entities", "memory_search", "erstwhile_keys")
+        with self.datastore.get_connection() as connection:
+            for table in tables:
+                connection.execute(
+                    SQL("VACUUM {0}.{1}").format(
+                        Identifier(self.datastore.schema), Identifier(table)
+                    )
+                )
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(sql.raw, events)

@@ -48,9 +48,15 @@ class RecordedEvent:
             schema_version=row["schema_version"],
             actor=row["actor"],
             namespace=row["namespace"],
-            payload=bytes(row["state"]),
-            hash=bytes(row["hash"]),
+            payload=_as_bytes(row["state"]),
+            hash=_as_bytes(row["hash"]),
         )
+
+
+def _as_bytes(value: Any) -> bytes:
+    """Stored payloads and hashes are bytes; a row changed behind the ledger's back may
+    hold text instead, which must still be read (and then fail verification)."""
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def chain_hash(previous: bytes, event: RecordedEvent) -> bytes:

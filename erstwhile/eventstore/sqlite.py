@@ -88,6 +88,8 @@ class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
             "UNIQUE (originator_id, originator_version))",
             f"CREATE INDEX IF NOT EXISTS {table}_recorded_at ON {table} (recorded_at)",
             f"CREATE INDEX IF NOT EXISTS {table}_namespace ON {table} (namespace, position)",
+            "CREATE TABLE IF NOT EXISTS erstwhile_keys (memory_id TEXT PRIMARY KEY, "
+            "namespace TEXT NOT NULL, key_bytes BLOB NOT NULL, wrapped INTEGER NOT NULL)",
             "CREATE TABLE IF NOT EXISTS erstwhile_idempotency ("
             "namespace TEXT NOT NULL, idempotency_key TEXT NOT NULL, "
             "fingerprint TEXT NOT NULL, memory_id TEXT NOT NULL, "
@@ -186,6 +188,15 @@ class SQLiteBackend(Backend):
     def read(self) -> Iterator[Sql]:
         with self.datastore.transaction(commit=False) as cursor:
             yield SQLiteSql(cursor.sqlite_cursor)
+
+    def scrub(self) -> None:
+        """Checkpoint the WAL into the main file and truncate it.
+
+        ``secure_delete`` has already zeroed freed cells; the checkpoint moves the
+        zeroed pages home and empties the ``-wal`` file, which held the old pages.
+        """
+        with self.datastore.get_connection(commit=True) as connection:
+            connection._sqlite_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(sql.raw, events)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Literal, Self
@@ -177,8 +177,16 @@ class LedgerCore:
         except NotFound:
             return None
 
-    def _append_one(self, event: LedgerEvent) -> None:
+    def _append_one(self, event: LedgerEvent, erase: Sequence[UUID] = ()) -> None:
         result = self.log.append(
-            lambda _start: [event], actor=self.actor, namespace=self.namespace, now=self.now()
+            lambda _start: [event],
+            actor=self.actor,
+            namespace=self.namespace,
+            now=self.now(),
+            erase=erase,
         )
         self.runner.catch_up(until=result.position)
+
+    def _has_key(self, memory_id: UUID) -> bool:
+        with translated_errors(), self.log.backend.read() as sql:
+            return self.log.keyring.exists(sql, memory_id)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 from uuid import UUID
 
 from erstwhile.domain.errors import (
     ValidationError,
 )
+from erstwhile.domain.events import Asserted, LedgerEvent
 from erstwhile.domain.memory import Kind, Memory
 from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.views import History, Hit, LoggedEvent
@@ -94,8 +96,8 @@ class Queries(LedgerCore):
             actor=actor,
             namespace=self.namespace,
         )
-        for record in self.log.events(selection):
-            event = self.log.decode(record)
+        for record, event in self.log.events(selection):
+            erased = isinstance(event, Asserted) and event.erased
             yield LoggedEvent(
                 position=record.position,
                 recorded_at=record.recorded_at,
@@ -103,7 +105,7 @@ class Queries(LedgerCore):
                 memory_id=record.memory_id,
                 actor=record.actor,
                 namespace=record.namespace,
-                data=event.model_dump(mode="json", exclude={"originator_id", "originator_version"}),
+                data=None if erased else event_data(event),
             )
 
     def search(
@@ -156,3 +158,11 @@ def _kind(kind: str) -> Kind:
         return Kind(kind)
     except ValueError:
         raise ValidationError(f"kinds: unknown kind {kind!r}") from None
+
+
+def event_data(event: LedgerEvent) -> dict[str, Any]:
+    """Return an event's payload as plain JSON, without its stream coordinates."""
+    data: dict[str, Any] = event.model_dump(
+        mode="json", exclude={"originator_id", "originator_version", "erased"}
+    )
+    return data

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -23,7 +23,7 @@ from erstwhile.domain.events import (
 )
 from erstwhile.domain.ids import uuid7
 from erstwhile.domain.memory import Memory, State
-from erstwhile.domain.time import Instant, optional_utc
+from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.writes import WritePlan, plan_writes
 from erstwhile.eventstore import (
     IdempotencyClaim,
@@ -33,6 +33,9 @@ from erstwhile.eventstore import (
 from erstwhile.ledger.core import LedgerCore, optional_text
 from erstwhile.projections.candidates import candidates
 from erstwhile.projections.reader import LATEST
+
+DEFAULT_GRACE = timedelta(days=30)
+"""How long a soft forget stays recoverable before ``purge`` makes it hard."""
 
 
 class WriteCommands(LedgerCore):
@@ -124,23 +127,44 @@ class WriteCommands(LedgerCore):
     ) -> None:
         """Forget a memory: it disappears from every read at once; the log keeps the proof.
 
-        Forgetting a forgotten memory is a no-op success.
+        Soft: the content stays in the log for audit. Hard: the memory's key is destroyed
+        with the ``Forgotten`` event, its projection rows and search entry are wiped and
+        the database files scrubbed, so the content is unrecoverable; the skeleton (id,
+        kind, times, links, actor) and the event remain. Forgetting a forgotten memory is
+        a no-op success; a soft forget may be upgraded to hard.
         """
-        if hard:
-            raise ValidationError(
-                "hard forget (crypto-shredding) is not available in this version; use a soft forget"
-            )
         target = self._state(memory_id)
-        if target.state is State.FORGOTTEN:
+        if target.erased or (target.state is State.FORGOTTEN and not hard):
             return
-        self._append_one(
-            Forgotten(
-                originator_id=target.id,
-                originator_version=target.version + 1,
-                hard=False,
-                reason=optional_text(reason, "reason"),
+        if hard and not self._has_key(target.id):
+            raise ValidationError(
+                f"memory {target.id} was written before content encryption (event schema 1): "
+                "its content sits in the log in plain text and cannot be erased; forget it softly"
             )
+        event = Forgotten(
+            originator_id=target.id,
+            originator_version=target.version + 1,
+            hard=hard,
+            reason=optional_text(reason, "reason"),
         )
+        self._append_one(event, erase=[target.id] if hard else ())
+        if hard:
+            with translated_errors():
+                self.log.backend.scrub()
+
+    def purge(self, *, grace: timedelta = DEFAULT_GRACE) -> list[UUID]:
+        """Turn soft forgets older than ``grace`` (default 30 days) into hard ones; return
+        the ids erased. Memories written before content encryption are left as they are."""
+        if not isinstance(grace, timedelta) or grace < timedelta(0):
+            raise ValidationError("grace must be a non-negative timedelta")
+        self.runner.catch_up()
+        cutoff = to_micros(self.now() - grace)
+        with translated_errors(), self.log.backend.read() as sql:
+            due = self.reader.soft_forgotten_before(sql, cutoff)
+            due = [memory_id for memory_id in due if self.log.keyring.exists(sql, memory_id)]
+        for memory_id in due:
+            self.forget(memory_id, hard=True, reason="purge after grace period")
+        return due
 
     def _apply_policy(self, sql: Sql, plan: WritePlan, now: datetime) -> WritePlan:
         """Under ``timestamp_wins``, add every older memory that clears the bar."""

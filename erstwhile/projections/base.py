@@ -107,8 +107,7 @@ class ProjectionRunner:
             tracked = {p.name: self.backend.tracked_position(sql, p.name) for p in self.projections}
             start = min(tracked.values(), default=0)
             records = self.log.read(sql, EventFilter(after=start), limit=self.batch)
-            for record in records:
-                event = self.log.decode(record)
+            for record, event in zip(records, self.log.decode_many(sql, records), strict=True):
                 for projection in self.projections:
                     if record.position > tracked[projection.name]:
                         projection.apply(sql, record, event)

@@ -32,7 +32,7 @@ MEMORY_COLUMNS = (
     "id, namespace, kind, content, subject, attribute, subject_key, attribute_key, value, "
     "entities, valid_from, valid_until, occurred_at, confidence, evidence, extractor_id, "
     "extracted_at, actor, metadata, state, recorded_at, position, version, superseded_by, "
-    "forgotten_at, vector_clock"
+    "forgotten_at, vector_clock, erased_at"
 )
 
 
@@ -55,7 +55,7 @@ class MemoriesProjection(Projection):
     """One row per memory: the claim, its provenance, its current state and links."""
 
     name = "memories"
-    version = 2
+    version = 3
 
     def create(self, sql: Sql) -> None:
         sql.execute(
@@ -67,7 +67,7 @@ class MemoriesProjection(Projection):
             "extractor_id TEXT, extracted_at BIGINT, actor TEXT NOT NULL, metadata TEXT, "
             "state TEXT NOT NULL, recorded_at BIGINT NOT NULL, position BIGINT NOT NULL, "
             "version BIGINT NOT NULL, superseded_by TEXT, forgotten_at BIGINT, "
-            "vector_clock TEXT)"
+            "vector_clock TEXT, erased_at BIGINT)"
         )
         sql.execute(
             "CREATE TABLE IF NOT EXISTS memory_entities (memory_id TEXT NOT NULL, "
@@ -100,7 +100,7 @@ class MemoriesProjection(Projection):
         if isinstance(event, Asserted):
             sql.execute(
                 f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     memory_id, record.namespace, event.kind.value, event.content,
                     event.subject, event.attribute, label_key(event.subject),
@@ -112,6 +112,7 @@ class MemoriesProjection(Projection):
                     json_text(event.metadata), State.CURRENT.value,
                     to_micros(record.recorded_at), record.position, record.version, None, None,
                     json_text(self._vector_clock(sql, record, event)),
+                    to_micros(record.recorded_at) if event.erased else None,
                 ),
             )  # fmt: skip
             sql.executemany(
@@ -131,10 +132,24 @@ class MemoriesProjection(Projection):
                 (State.ARCHIVED.value, record.version, memory_id),
             )
         elif isinstance(event, Forgotten):
+            self._forget(sql, record, event, memory_id)
+
+    def _forget(self, sql: Sql, record: RecordedEvent, event: Forgotten, memory_id: str) -> None:
+        """Hide the memory; a hard forget also wipes its claim, keeping the skeleton."""
+        instant = to_micros(record.recorded_at)
+        sql.execute(
+            "UPDATE memories SET state = ?, forgotten_at = COALESCE(forgotten_at, ?), version = ? "
+            "WHERE id = ?",
+            (State.FORGOTTEN.value, instant, record.version, memory_id),
+        )
+        if event.hard:
             sql.execute(
-                "UPDATE memories SET state = ?, forgotten_at = ?, version = ? WHERE id = ?",
-                (State.FORGOTTEN.value, to_micros(record.recorded_at), record.version, memory_id),
+                "UPDATE memories SET content = NULL, value = NULL, entities = '[]', "
+                "evidence = '[]', metadata = NULL, erased_at = COALESCE(erased_at, ?) "
+                "WHERE id = ?",
+                (instant, memory_id),
             )
+            sql.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory_id,))
 
     def _vector_clock(self, sql: Sql, record: RecordedEvent, event: Asserted) -> dict[str, int]:
         """Count this write for its actor; for every other actor, count its writes at or

@@ -32,6 +32,7 @@ class MemoryState:
 
     existing: Existing
     memory: Memory | None
+    erased: bool = False
 
     @property
     def id(self) -> UUID:
@@ -117,7 +118,7 @@ class MemoryReader:
             ),
             version=row["version"],
         )
-        return MemoryState(existing=existing, memory=memory)
+        return MemoryState(existing=existing, memory=memory, erased=row["erased_at"] is not None)
 
     def get(self, sql: Sql, memory_id: UUID, known_at: datetime | None = None) -> Memory:
         """Return a visible memory as known at ``known_at`` (latest by default)."""
@@ -173,6 +174,16 @@ class MemoryReader:
         )
         return linked + [UUID(r["id"]) for r in sql.fetchall()]
 
+    def soft_forgotten_before(self, sql: Sql, cutoff: int) -> list[UUID]:
+        """Return memories forgotten softly (content still sealed in the log) before
+        ``cutoff``, oldest forget first."""
+        sql.execute(
+            "SELECT id FROM memories WHERE namespace = ? AND state = ? AND erased_at IS NULL "
+            "AND forgotten_at <= ? ORDER BY forgotten_at",
+            (self.namespace, State.FORGOTTEN.value, cutoff),
+        )
+        return [UUID(row["id"]) for row in sql.fetchall()]
+
     def positions(self, sql: Sql, ids: Sequence[UUID]) -> dict[UUID, tuple[int, bool]]:
         """Return each memory's log position and whether it is visible (not forgotten)."""
         found: dict[UUID, tuple[int, bool]] = {}
@@ -198,8 +209,8 @@ class MemoryReader:
             "SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
             "v.superseded_by AS v_superseded_by FROM memory_versions v "
             "JOIN memories m ON m.id = v.memory_id "
-            f"WHERE v.namespace = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
-            f"AND {condition}{order}",
+            "WHERE v.namespace = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
+            f"AND m.erased_at IS NULL AND {condition}{order}",
             [self.namespace, recorded, recorded, *params],
         )
         return sql.fetchall()

@@ -68,7 +68,7 @@ def search(
                  "JOIN memories m ON m.id = v.memory_id"  # fmt: skip
     where = [
         "v.namespace = ?", "v.recorded_from <= ?", "v.recorded_until > ?",
-        "v.state <> 'forgotten'", match,
+        "v.state <> 'forgotten'", "m.erased_at IS NULL", match,
     ]  # fmt: skip
     params: list[Any] = [namespace, recorded, recorded, *match_params]
     if not request.include_history:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from erstwhile.domain.events import Asserted, LedgerEvent
+from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
 from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.projections.base import Projection
 
@@ -79,7 +79,10 @@ class SearchProjection(Projection):
         sql.execute("DROP TABLE IF EXISTS memory_search")
 
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
-        if not isinstance(event, Asserted):
+        if isinstance(event, Forgotten) and event.hard:
+            self._erase(sql, str(record.memory_id))
+            return
+        if not isinstance(event, Asserted) or event.erased:
             return
         if self.dialect == "sqlite":
             statement = "INSERT INTO memory_search (memory_id, body) VALUES (?, ?)"
@@ -88,6 +91,12 @@ class SearchProjection(Projection):
                 "INSERT INTO memory_search (memory_id, body) VALUES (?, to_tsvector('english', ?))"
             )
         sql.execute(statement, (str(record.memory_id), document(event)))
+
+    def _erase(self, sql: Sql, memory_id: str) -> None:
+        """Remove a memory's entry; on SQLite also merge the index so no token survives."""
+        sql.execute("DELETE FROM memory_search WHERE memory_id = ?", (memory_id,))
+        if self.dialect == "sqlite":
+            sql.execute("INSERT INTO memory_search (memory_search) VALUES ('optimize')")
 
     def match(self, terms: list[str]) -> tuple[str, str, list[Any]]:
         """Return the join condition, the score expression and their parameters."""

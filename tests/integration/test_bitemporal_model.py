@@ -1,8 +1,9 @@
 """Random histories against a small in-memory oracle of the bitemporal rules.
 
 Hypothesis drives remember, revise, archive and forget, with the clock moving forward and
-sometimes back, and after every step compares ``facts(as_of=..., known_at=...)`` and
-``get(known_at=...)`` with what the oracle says, on a SQLite file and on PostgreSQL.
+sometimes back, and compares ``facts(as_of=..., known_at=...)``, ``get(known_at=...)``
+and ``replay(known_at=...)`` with what the oracle says, on a SQLite file and on
+PostgreSQL. Reads take "now" as the clock, never behind the last recorded instant.
 The oracle shares no code with the ledger: it keeps, per memory, the list of versions
 (recorded_from, state, valid_until, superseded_by) and answers by scanning them.
 """
@@ -292,6 +293,19 @@ class LedgerMachine(RuleBasedStateMachine):
         )  # fmt: skip
         assert memory.valid_from == target.valid_from and memory.value == target.value
         assert memory.supersedes == self.oracle.supersedes(target.id, known_at)
+
+    @precondition(lambda self: self.recorded)
+    @rule(data=st.data())
+    def compare_replay(self, data: st.DataObject) -> None:
+        """A replay at T answers what ``known_at=T`` answers."""
+        instant = data.draw(st.sampled_from(self.recorded))
+        with self.ledger.replay(known_at=instant) as past:
+            for subject in SUBJECTS:
+                valid = self._draw_valid_at(data)
+                expected = self.oracle.facts(subject, valid, instant, instant)
+                assert [m.id for m in past.facts(subject, as_of=valid)] == expected
+                live = self.ledger.facts(subject, as_of=valid, known_at=instant)
+                assert [m.id for m in live] == expected
 
     @invariant()
     def head_matches(self) -> None:

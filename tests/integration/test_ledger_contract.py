@@ -219,14 +219,6 @@ def test_soft_forget_hides_at_once_but_not_from_the_past(
         ledger.archive(memory.id)  # type: ignore[attr-defined]
 
 
-def test_hard_forget_is_refused_until_crypto_shredding_exists(ledger: Ledger) -> None:
-    memory = supabase(ledger)
-    before = event_count(ledger)
-    with pytest.raises(ValidationError, match="hard forget"):
-        ledger.forget(memory.id, hard=True)  # type: ignore[attr-defined]
-    assert event_count(ledger) == before
-
-
 def test_commands_on_unknown_ids_raise_not_found(ledger: Ledger) -> None:
     before = event_count(ledger)
     for command in (

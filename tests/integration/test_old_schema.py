@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from erstwhile import Ledger, NotFound, State
+from erstwhile import Ledger, NotFound, State, ValidationError
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "ledger-v1.db"
 
@@ -27,8 +27,11 @@ def answers(ledger: Ledger) -> dict[str, object]:
         "march": supabase.value,
         "provenance": (supabase.entities, supabase.evidence, supabase.metadata, supabase.actor),
         "chain": [m.value for m in ledger.chain(supabase.id)],
-        "archived": [m.state for m in ledger.facts("team", as_of="2026-04-10T00:00:00Z")
-                     if m.kind.value == "note"],  # fmt: skip
+        "archived": [
+            m.state
+            for m in ledger.facts("team", as_of="2026-04-10T00:00:00Z")
+            if m.kind.value == "note"
+        ],
         "proposals": ledger.proposals(),
         "search": [h.memory.value for h in ledger.search("what database does the team use")],
         "events": [e.type for e in ledger.events()],
@@ -60,3 +63,15 @@ def test_new_writes_extend_an_old_log(old_ledger: Ledger) -> None:
         aws = ledger.facts("team", "database")[0]
         gcp = ledger.revise(aws.id, "The team moved to GCP", value="GCP", at="2026-10-01T00:00:00Z")
         assert [m.value for m in ledger.chain(gcp.id)] == ["Supabase", "AWS", "GCP"]
+
+
+def test_schema_1_memories_cannot_be_hard_forgotten_but_can_be_soft(old_ledger: Ledger) -> None:
+    with old_ledger as ledger:
+        aws = ledger.facts("team", "database")[0]
+        before = len(list(ledger.events()))
+        with pytest.raises(ValidationError, match="plain text"):
+            ledger.forget(aws.id, hard=True)
+        assert len(list(ledger.events())) == before
+        ledger.forget(aws.id)
+        assert ledger.facts("team", "database") == []
+        assert ledger.verify().ok

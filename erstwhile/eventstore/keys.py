@@ -1,0 +1,144 @@
+"""Per-memory keys and the sealing of a memory's sensitive fields (crypto-shredding).
+
+Each memory's content, value, entities, evidence and metadata are encrypted in the log
+with AES-GCM under a key of the memory's own. The keys live in ``erstwhile_keys``,
+outside the append-only log, so destroying one key makes that memory's content
+unrecoverable while every stored event (and the hash chain over its ciphertext) stays
+exactly as written. With ``$ERSTWHILE_MASTER_KEY`` set (32 bytes, URL-safe base64), the
+stored keys are themselves wrapped with that master key (envelope encryption).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+import orjson
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from erstwhile.domain.errors import StoreUnavailable
+from erstwhile.eventstore.backend import Sql
+
+SENSITIVE_FIELDS = ("content", "value", "entities", "evidence", "metadata")
+MASTER_KEY_VARIABLE = "ERSTWHILE_MASTER_KEY"
+NONCE_BYTES = 12
+
+
+def new_key() -> bytes:
+    """Return a fresh 256-bit key."""
+    return AESGCM.generate_key(bit_length=256)
+
+
+def _encrypt(key: bytes, plaintext: bytes, aad: bytes) -> bytes:
+    nonce = os.urandom(NONCE_BYTES)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, aad)
+
+
+def _decrypt(key: bytes, sealed: bytes, aad: bytes) -> bytes:
+    return AESGCM(key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], aad)
+
+
+def seal(state: dict[str, Any], memory_id: UUID, key: bytes) -> dict[str, Any]:
+    """Move the sensitive fields of an event state into one encrypted ``sealed`` field."""
+    secret = {name: state.pop(name) for name in SENSITIVE_FIELDS if name in state}
+    ciphertext = _encrypt(key, orjson.dumps(secret), memory_id.bytes)
+    state["sealed"] = base64.b64encode(ciphertext).decode()
+    return state
+
+
+def unseal(state: dict[str, Any], memory_id: UUID, key: bytes | None) -> dict[str, Any]:
+    """Put the sensitive fields back; with no key (erased), mark the state ``erased``."""
+    sealed = state.pop("sealed")
+    if key is None or sealed is None:
+        state.update(content="", value=None, entities=[], evidence=[], metadata=None, erased=True)
+        return state
+    try:
+        state.update(orjson.loads(_decrypt(key, base64.b64decode(sealed), memory_id.bytes)))
+    except (InvalidTag, binascii.Error, ValueError) as error:
+        raise StoreUnavailable(
+            f"memory {memory_id}: its sealed content does not decrypt"
+        ) from error
+    return state
+
+
+class KeyRing:
+    """Reads, writes and destroys per-memory keys inside the caller's transaction."""
+
+    def __init__(self, master_key: bytes | None = None) -> None:
+        self.master_key = master_key
+
+    @classmethod
+    def from_environment(cls) -> KeyRing:
+        """Use ``$ERSTWHILE_MASTER_KEY`` as the master key when it is set."""
+        text = os.environ.get(MASTER_KEY_VARIABLE)
+        if not text:
+            return cls()
+        try:
+            master = base64.urlsafe_b64decode(text.strip())
+        except (binascii.Error, ValueError):
+            master = b""
+        if len(master) != 32:
+            raise StoreUnavailable(
+                f"${MASTER_KEY_VARIABLE} must be 32 bytes in URL-safe base64 (44 characters)"
+            )
+        return cls(master)
+
+    def store(self, sql: Sql, keys: Iterable[tuple[UUID, str, bytes]]) -> None:
+        """Record new memories' ``(id, namespace, key)`` (wrapped when there is a master key)."""
+        sql.executemany(
+            "INSERT INTO erstwhile_keys (memory_id, namespace, key_bytes, wrapped) "
+            "VALUES (?, ?, ?, ?)",
+            [(str(i), namespace, self._wrap(i, k), int(self.master_key is not None))
+             for i, namespace, k in keys],
+        )  # fmt: skip
+
+    def fetch(self, sql: Sql, memory_ids: Iterable[UUID]) -> dict[UUID, bytes]:
+        """Return the keys that still exist for these memories."""
+        wanted = sorted({str(i) for i in memory_ids})
+        found: dict[UUID, bytes] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            sql.execute(
+                "SELECT memory_id, key_bytes, wrapped FROM erstwhile_keys "
+                f"WHERE memory_id IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            for row in sql.fetchall():
+                memory_id = UUID(str(row["memory_id"]))
+                found[memory_id] = self._unwrap(memory_id, bytes(row["key_bytes"]), row["wrapped"])
+        return found
+
+    def exists(self, sql: Sql, memory_id: UUID) -> bool:
+        """Whether the memory still has a key (its content is readable)."""
+        sql.execute("SELECT 1 FROM erstwhile_keys WHERE memory_id = ?", (str(memory_id),))
+        return sql.fetchone() is not None
+
+    def destroy(self, sql: Sql, memory_ids: Iterable[UUID]) -> None:
+        """Delete keys: what they sealed can never be read again."""
+        sql.executemany(
+            "DELETE FROM erstwhile_keys WHERE memory_id = ?", [(str(i),) for i in memory_ids]
+        )
+
+    def _wrap(self, memory_id: UUID, key: bytes) -> bytes:
+        if self.master_key is None:
+            return key
+        return _encrypt(self.master_key, key, memory_id.bytes)
+
+    def _unwrap(self, memory_id: UUID, stored: bytes, wrapped: int) -> bytes:
+        if not wrapped:
+            return stored
+        if self.master_key is None:
+            raise StoreUnavailable(
+                f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to read this ledger"
+            )
+        try:
+            return _decrypt(self.master_key, stored, memory_id.bytes)
+        except InvalidTag as error:
+            raise StoreUnavailable(
+                f"${MASTER_KEY_VARIABLE} does not unwrap the memory keys"
+            ) from error

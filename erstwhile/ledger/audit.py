@@ -1,0 +1,199 @@
+"""Audit: prove the log is intact, replay it as it stood at a past instant, and move it
+between stores as JSON Lines."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+from uuid import UUID
+
+import orjson
+import pydantic
+
+from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.events import (
+    Archived,
+    Asserted,
+    Forgotten,
+    LedgerEvent,
+    ProposalRejected,
+    Superseded,
+)
+from erstwhile.domain.memory import Memory
+from erstwhile.domain.time import Instant, to_utc
+from erstwhile.domain.views import VerifyReport
+from erstwhile.eventstore import EventFilter, EventLog, open_backend, translated_errors
+from erstwhile.eventstore.log import Restored
+from erstwhile.ledger.core import LedgerCore
+from erstwhile.ledger.curation import Curation
+from erstwhile.ledger.reads import Queries, event_data
+
+EVENT_TYPES: dict[str, type[LedgerEvent]] = {
+    cls.__name__: cls for cls in (Asserted, Superseded, Archived, Forgotten, ProposalRejected)
+}
+IMPORT_BATCH = 1000
+Counter = Callable[[int], None]
+"""Called with the number of events handled so far, for progress bars."""
+
+
+class Audit(LedgerCore):
+    """verify, replay, export, import_events."""
+
+    def verify(self) -> VerifyReport:
+        """Recompute the hash chain over the whole log and report the first break."""
+        checked, first_break = self.log.verify()
+        return VerifyReport(ok=first_break is None, checked=checked, first_break=first_break)
+
+    def replay(self, known_at: Instant) -> ReplayLedger:
+        """Rebuild every projection from the log as it stood at ``known_at`` into a scratch
+        store, and return a read-only ledger over it (close it when done)."""
+        instant = to_utc(known_at, "known_at")
+        folder = Path(tempfile.mkdtemp(prefix="erstwhile-replay-"))
+        scratch = EventLog(open_backend(f"sqlite:///{folder}/replay.db"), self.log.keyring)
+        copy_log(self.log, scratch, EventFilter(before=instant + _TICK))
+        replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
+                                clock=lambda: instant, folder=folder)  # fmt: skip
+        replayed.runner.setup()
+        replayed.runner.catch_up()
+        return replayed
+
+    def export(self, out: IO[bytes], *, all_namespaces: bool = False,
+               progress: Counter | None = None) -> int:  # fmt: skip
+        """Write this namespace's events (or every namespace's) as JSON Lines, content in
+        plain text except where it was erased; return how many were written."""
+        selection = EventFilter(namespace=None if all_namespaces else self.namespace)
+        written = 0
+        for record, event in self.log.events(selection):
+            data = event_data(event)
+            if isinstance(event, Asserted) and event.erased:
+                data = {k: v for k, v in data.items() if k not in _SEALED} | {"erased": True}
+            line = {
+                "position": record.position, "recorded_at": record.recorded_at,
+                "type": record.type, "schema_version": record.schema_version,
+                "memory_id": record.memory_id, "version": record.version,
+                "actor": record.actor, "namespace": record.namespace, "data": data,
+            }  # fmt: skip
+            out.write(orjson.dumps(line) + b"\n")
+            written += 1
+            if progress is not None:
+                progress(written)
+        return written
+
+    def import_events(self, lines: Iterable[bytes | str], progress: Counter | None = None) -> int:
+        """Restore exported events into this empty store: same ids, positions, instants,
+        actors and windows. Refused (nothing written) when the store already has events."""
+        if self.head() != 0:
+            raise ValidationError(
+                f"import needs an empty store; this one already holds {self.head()} events"
+            )
+        restored = 0
+        for batch in _batches(_parse(lines), IMPORT_BATCH):
+            self.log.restore(batch)
+            restored += len(batch)
+            if progress is not None:
+                progress(restored)
+        self.runner.catch_up()
+        return restored
+
+
+class ReplayLedger(Queries, Curation):
+    """A read-only ledger over a scratch store, with the same queries as a ledger;
+    closing it deletes the store."""
+
+    def __init__(self, log: EventLog, *, folder: Path, **options: Any) -> None:
+        super().__init__(log, **options)
+        self.folder = folder
+
+    def close(self) -> None:
+        """Release the scratch store and delete it."""
+        super().close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def accept(self, proposal_id: UUID | str) -> Memory:
+        """Refused: a replay is read-only."""
+        raise _read_only("accept")
+
+    def reject(self, proposal_id: UUID | str, reason: str | None = None) -> None:
+        """Refused: a replay is read-only."""
+        raise _read_only("reject")
+
+    def remember(self, *args: Any, **kwargs: Any) -> Memory:
+        """Refused: a replay is read-only."""
+        raise _read_only("remember")
+
+    def remember_many(self, *args: Any, **kwargs: Any) -> list[Memory]:
+        """Refused: a replay is read-only."""
+        raise _read_only("remember_many")
+
+    def revise(self, *args: Any, **kwargs: Any) -> Memory:
+        """Refused: a replay is read-only."""
+        raise _read_only("revise")
+
+    def archive(self, *args: Any, **kwargs: Any) -> Memory:
+        """Refused: a replay is read-only."""
+        raise _read_only("archive")
+
+    def forget(self, *args: Any, **kwargs: Any) -> None:
+        """Refused: a replay is read-only."""
+        raise _read_only("forget")
+
+
+def _read_only(command: str) -> ValidationError:
+    return ValidationError(f"a replay is read-only: {command} on the live ledger instead")
+
+
+def copy_log(source: EventLog, target: EventLog, selection: EventFilter) -> None:
+    """Copy stored events verbatim (hashes and ciphertext included) with their keys."""
+    for batch in _batches((r for r, _ in source.events(selection)), IMPORT_BATCH):
+        with translated_errors(), source.backend.read() as sql:
+            keys = source.keyring.fetch(sql, [r.memory_id for r in batch])
+        with translated_errors(), target.backend.write() as sql:
+            target.backend.insert_events(sql, batch)
+            namespaces = {r.memory_id: r.namespace for r in batch}
+            target.keyring.store(sql, ((i, namespaces[i], k) for i, k in keys.items()))
+
+
+_SEALED = ("content", "value", "entities", "evidence", "metadata")
+_TICK = to_utc("1970-01-01T00:00:00.000001Z") - to_utc("1970-01-01T00:00:00Z")
+
+
+def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield _restored(orjson.loads(line))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError,
+                pydantic.ValidationError) as error:  # fmt: skip
+            first = str(error).splitlines()[0]
+            raise ValidationError(
+                f"import line {number}: not an exported event ({first})"
+            ) from None
+
+
+def _restored(line: dict[str, Any]) -> Restored:
+    cls = EVENT_TYPES[line["type"]]
+    data = dict(line["data"])
+    if cls is Asserted and data.get("erased"):
+        data.update(content="", value=None, entities=[], evidence=[], metadata=None)
+    event = cls.model_validate(
+        data | {"originator_id": line["memory_id"], "originator_version": line["version"]}
+    )
+    return Restored(
+        position=int(line["position"]), recorded_at=to_utc(line["recorded_at"]),
+        actor=str(line["actor"]), namespace=str(line["namespace"]), event=event,
+    )  # fmt: skip
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,326 @@
+"""Forgetting and the audit trail (SPEC sections 4-6): crypto-shredding, the hash chain,
+replay, export and import, on both backends."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import psycopg
+import pytest
+
+from erstwhile import Ledger, NotFound, State, StoreUnavailable, ValidationError
+from tests.conftest import ManualClock, OpenLedger, event_count
+
+MAR = "2026-03-01T00:00:00Z"
+JUL = "2026-07-01T00:00:00Z"
+SECRETS = {
+    "content": "Ada's passport is XK-CONTENTSECRET-991",
+    "value": "VALUESECRET-4471",
+    "entity": "EntitySecretZed",
+    "evidence": "EvidenceSecretWx",
+    "metadata": "MetadataSecretQv",
+}
+
+
+def remember_secret(ledger: Ledger) -> Any:
+    return ledger.remember(
+        SECRETS["content"], subject="ada", attribute="passport", value=SECRETS["value"],
+        entities=["Ada", SECRETS["entity"]], evidence=[SECRETS["evidence"]],
+        metadata={"note": SECRETS["metadata"]}, valid_from=MAR,
+    )  # fmt: skip
+
+
+def stored_bytes(url: str) -> bytes:
+    """Every byte the store holds: the SQLite files, or a pg_dump of the ledger's schema."""
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+    parts = urlsplit(url)
+    schema = parse_qs(parts.query)["schema"][0]
+    plain = parts._replace(query="").geturl()
+    dump = subprocess.run(
+        ["pg_dump", "--data-only", f"--schema={schema}", plain],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return dump.stdout
+
+
+def leaked(url: str) -> list[str]:
+    data = stored_bytes(url)
+    return [name for name, text in SECRETS.items() if text.encode() in data]
+
+
+def test_story_7_hard_forget(store_url: str, open_ledger: OpenLedger, clock: ManualClock) -> None:
+    ledger = open_ledger(namespace="acme")
+    keep = ledger.remember("The team uses Supabase", subject="team", valid_from=MAR)
+    secret = remember_secret(ledger)
+    recorded = secret.recorded_at
+    clock.advance(hours=1)
+    assert "content" in leaked(store_url)  # the live projection holds it: the scan sees it
+    ledger.forget(secret.id, hard=True, reason="GDPR request 17")
+
+    for known_at in (None, recorded, clock()):
+        with pytest.raises(NotFound):
+            ledger.get(secret.id, known_at=known_at)
+        assert ledger.facts("ada", as_of=MAR, known_at=known_at) == []
+        assert ledger.facts("ada", known_at=known_at) == []
+    for query in ("passport", "", "Ada"):
+        for kwargs in ({"include_history": True}, {"as_of": MAR, "known_at": recorded}):
+            assert secret.id not in [h.memory.id for h in ledger.search(query, **kwargs)]
+    assert [e.type for e in ledger.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
+    asserted, forgotten = ledger.events(memory_id=secret.id)
+    assert asserted.data is None and asserted.actor == "tester"
+    assert forgotten.data == {"hard": True, "reason": "GDPR request 17"}
+    assert ledger.verify().ok
+    assert leaked(store_url) == []
+    ledger.rebuild()
+    assert leaked(store_url) == []
+    with pytest.raises(NotFound):
+        ledger.get(secret.id, known_at=recorded)
+    assert ledger.get(keep.id).content == "The team uses Supabase"
+
+
+def test_forget_lifecycle(ledger: Ledger, clock: ManualClock) -> None:
+    memory = remember_secret(ledger)
+    ledger.forget(memory.id)
+    before = event_count(ledger)
+    ledger.forget(memory.id)
+    assert event_count(ledger) == before
+    ledger.forget(memory.id, hard=True)
+    assert event_count(ledger) == before + 1
+    ledger.forget(memory.id, hard=True)
+    ledger.forget(memory.id)
+    assert event_count(ledger) == before + 1
+    assert [
+        e.data["hard"] for e in ledger.events(memory_id=memory.id) if e.type == "Forgotten"
+    ] == [False, True]  # type: ignore[index]
+
+
+def test_a_chain_through_a_forgotten_memory_stays_intact(ledger: Ledger) -> None:
+    a = ledger.remember("v1", subject="x", attribute="y", value=1, valid_from=MAR)
+    b = ledger.revise(a.id, "v2", value=2, at="2026-04-01T00:00:00Z")
+    c = ledger.revise(b.id, "v3", value=3, at=JUL)
+    ledger.forget(b.id, hard=True)
+    assert [m.id for m in ledger.chain(a.id)] == [a.id, c.id]
+    assert ledger.get(c.id).supersedes == [b.id]
+    assert ledger.get(a.id).superseded_by == b.id
+    assert ledger.history(c.id).supersedes == []
+
+
+def test_purge_hardens_soft_forgets_after_the_grace_period(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    old = remember_secret(ledger)
+    ledger.forget(old.id)
+    clock.advance(days=10)
+    recent = ledger.remember("recent slip", subject="ada")
+    ledger.forget(recent.id)
+    assert ledger.purge(grace=timedelta(days=30)) == []
+    clock.advance(days=25)
+    assert ledger.purge() == [old.id]
+    assert next(e.data for e in ledger.events(memory_id=old.id)) is None
+    assert ledger.purge(grace=timedelta(0)) == [recent.id]
+    with pytest.raises(ValidationError):
+        ledger.purge(grace=timedelta(days=-1))
+
+
+# ------------------------------------------------------------------- hash chain
+
+
+def tamper(store_url: str, statement: str) -> None:
+    """Change a stored event behind the ledger's back (the table refuses it otherwise)."""
+    if store_url.startswith("sqlite:///"):
+        import sqlite3
+
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            db.execute("DROP TRIGGER erstwhile_events_no_update")
+            db.execute(statement.replace("%s", "?"))
+        return
+    parts = urlsplit(store_url)
+    schema = parse_qs(parts.query)["schema"][0]
+    with psycopg.connect(parts._replace(query="").geturl(), autocommit=True) as db:
+        db.execute(f'SET search_path TO "{schema}"')
+        db.execute("ALTER TABLE erstwhile_events DISABLE TRIGGER erstwhile_events_append_only")
+        db.execute(statement)
+
+
+def test_the_log_refuses_updates_and_deletes(store_url: str, ledger: Ledger) -> None:
+    ledger.remember("x")
+    for statement in ("UPDATE erstwhile_events SET actor = 'x'", "DELETE FROM erstwhile_events"):
+        with pytest.raises((Exception,), match="append-only"):
+            if store_url.startswith("sqlite:///"):
+                import sqlite3
+
+                with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+                    db.execute(statement)
+            else:
+                parts = urlsplit(store_url)
+                schema = parse_qs(parts.query)["schema"][0]
+                with psycopg.connect(parts._replace(query="").geturl()) as db:
+                    db.execute(f'SET search_path TO "{schema}"')
+                    db.execute(statement)
+    assert event_count(ledger) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "broken_at"),
+    [
+        ("UPDATE erstwhile_events SET actor = 'mallory' WHERE position = 3", 3),
+        ("UPDATE erstwhile_events SET namespace = 'other' WHERE position = 2", 2),
+        ("UPDATE erstwhile_events SET recorded_at = recorded_at + 1 WHERE position = 4", 4),
+        ("UPDATE erstwhile_events SET position = 100 WHERE position = 5", 6),
+        ("UPDATE erstwhile_events SET originator_version = 9 WHERE position = 1", 1),
+    ],
+)
+def test_verify_finds_a_changed_column(
+    store_url: str, ledger: Ledger, change: str, broken_at: int
+) -> None:
+    for n in range(6):
+        ledger.remember(f"memory {n}")
+    assert ledger.verify().ok and ledger.verify().checked == 6
+    tamper(store_url, change)
+    report = ledger.verify()
+    assert (report.ok, report.first_break) == (False, broken_at)
+
+
+def test_verify_finds_a_flipped_payload_byte(store_url: str, ledger: Ledger) -> None:
+    for n in range(4):
+        ledger.remember(f"memory {n}")
+    flip = (
+        "UPDATE erstwhile_events SET state = "
+        + ("substr(state, 1, 10) || X'00' || substr(state, 12)" if store_url.startswith("sqlite")
+           else "overlay(state placing '\\x00'::bytea from 11 for 1)")
+        + " WHERE position = 3"
+    )  # fmt: skip
+    tamper(store_url, flip)
+    assert ledger.verify().first_break == 3
+
+
+# ----------------------------------------------------------- replay, export, import
+
+
+def answers(ledger: Ledger, subject: str = "team") -> tuple[Any, ...]:
+    return (
+        [m.model_dump() for m in ledger.facts(subject)],
+        [m.model_dump() for m in ledger.facts(subject, as_of=MAR)],
+        [(h.memory.id, h.tier) for h in ledger.search("team database", include_history=True)],
+        [p.model_dump() for p in ledger.proposals()],
+        [c.model_dump() for c in ledger.conflicts()],
+    )
+
+
+def story(ledger: Ledger, clock: ManualClock) -> list[Any]:
+    """A history with every kind of event; returns the instant after each write."""
+    instants = []
+    old = ledger.remember("The team uses Supabase", subject="team", attribute="database",
+                          value="Supabase", valid_from=MAR, entities=["team"])  # fmt: skip
+    instants.append(clock.advance(hours=1))
+    new = ledger.revise(old.id, "The team moved to AWS", value="AWS", at=JUL)
+    instants.append(clock.advance(hours=1))
+    ledger.remember("The team database is Neon", subject="team", attribute="database",
+                    value="Neon", valid_from="2026-08-01T00:00:00Z")  # fmt: skip
+    ledger.archive(ledger.remember("retro", kind="note", subject="team").id)
+    instants.append(clock.advance(hours=1))
+    ledger.forget(ledger.remember("typo", subject="team").id)
+    ledger.forget(remember_secret(ledger).id, hard=True)
+    (proposal,) = ledger.proposals()
+    ledger.reject(proposal.id, "not sure yet")
+    instants.append(clock.advance(hours=1))
+    assert new.id
+    return instants
+
+
+def test_replay_agrees_with_known_at(ledger: Ledger, clock: ManualClock) -> None:
+    for instant in story(ledger, clock):
+        with ledger.replay(known_at=instant) as past:
+            assert [m.id for m in past.facts("team")] == [
+                m.id for m in ledger.facts("team", known_at=instant)
+            ]
+            assert [m.id for m in past.facts("team", as_of=MAR)] == [
+                m.id for m in ledger.facts("team", as_of=MAR, known_at=instant)
+            ]
+            assert past.head() <= ledger.head()
+            with pytest.raises(ValidationError, match="read-only"):
+                past.remember("nope")
+            folder = past.folder
+        assert not folder.exists()
+
+
+def test_export_then_import_gives_the_same_answers(
+    open_ledger: OpenLedger, clock: ManualClock, tmp_path: Path
+) -> None:
+    source = open_ledger(namespace="acme")
+    story(source, clock)
+    buffer = io.BytesIO()
+    counted: list[int] = []
+    written = source.export(buffer, progress=counted.append)
+    assert written == event_count(source) and counted[-1] == written
+    assert SECRETS["content"].encode() not in buffer.getvalue()
+    for url in (f"sqlite:///{tmp_path}/copy.db", *_other_backend(source)):
+        target = Ledger.open(url, namespace="acme", actor="importer", clock=clock)
+        with target:
+            assert target.import_events(buffer.getvalue().splitlines()) == written
+            assert answers(target) == answers(source)
+            assert [(e.position, e.recorded_at, e.type, e.memory_id, e.actor, e.data)
+                    for e in target.events()] == [
+                (e.position, e.recorded_at, e.type, e.memory_id, e.actor, e.data)
+                for e in source.events()
+            ]  # fmt: skip
+            assert target.verify().ok
+            before = event_count(target)
+            with pytest.raises(ValidationError, match="empty store"):
+                target.import_events(buffer.getvalue().splitlines())
+            assert event_count(target) == before
+
+
+def _other_backend(source: Ledger) -> list[str]:
+    """Also import into a fresh PostgreSQL schema when the source is PostgreSQL."""
+    if not source.url.startswith("postgresql"):
+        return []
+    base = source.url.split("?")[0]
+    return [f"{base}?schema=import_{os.urandom(4).hex()}"]
+
+
+def test_import_refuses_garbage_and_writes_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    with Ledger.open(f"sqlite:///{tmp_path}/x.db", actor="i", clock=clock) as target:
+        for lines in ([b"not json"], [b'{"type": "Exploded"}'], [b'{"position": 1}']):
+            with pytest.raises(ValidationError, match="import line 1"):
+                target.import_events(lines)
+            assert event_count(target) == 0
+
+
+def test_keys_can_be_wrapped_with_a_master_key(
+    sqlite_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+    with Ledger.open(sqlite_url, actor="a", clock=clock) as ledger:
+        memory = remember_secret(ledger)
+    with Ledger.open(sqlite_url, actor="a", clock=clock) as ledger:
+        ledger.rebuild()
+        assert ledger.get(memory.id).content == SECRETS["content"]
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", base64.urlsafe_b64encode(os.urandom(32)).decode())
+    with (
+        pytest.raises(StoreUnavailable, match="does not unwrap"),
+        Ledger.open(sqlite_url) as ledger,
+    ):
+        ledger.rebuild()
+    monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+    with pytest.raises(StoreUnavailable, match="wrapped"), Ledger.open(sqlite_url) as ledger:
+        ledger.rebuild()
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", "too-short")
+    with pytest.raises(StoreUnavailable, match="32 bytes"):
+        Ledger.open(sqlite_url)
+
+
+def test_state_after_soft_forget_is_forgotten_in_history(ledger: Ledger) -> None:
+    memory = ledger.remember("x", subject="s")
+    ledger.forget(memory.id)
+    assert ledger.get(memory.id, known_at=memory.recorded_at).state is State.CURRENT
