@@ -6,30 +6,35 @@ Errors print one line on stderr: exit 1 for user errors, 2 for usage, 3 for conf
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
-from datetime import datetime, time
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 from typer.exceptions import TyperException
 
+from erstwhile.cli import reads, writes
+from erstwhile.cli.audit import audit_app
+from erstwhile.cli.context import Settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
+from erstwhile.cli.output import console, memory_table
+from erstwhile.cli.params import TIME_HELP
+from erstwhile.cli.projections import projections_app
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError
-from erstwhile.domain.memory import Memory
 from erstwhile.ledger import Ledger
 
 app = typer.Typer(
-    help="erstwhile: a bi-temporal, event-sourced memory ledger.",
+    help=f"erstwhile: a bi-temporal, event-sourced memory ledger.\n\n{TIME_HELP}",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-errors = Console(stderr=True)
+for command in (*writes.COMMANDS, *reads.COMMANDS):
+    app.command()(command)
+app.add_typer(audit_app, name="audit")
+app.add_typer(projections_app, name="projections")
 
 
 @app.callback()
@@ -38,15 +43,21 @@ def options(
     db: Annotated[
         str | None,
         typer.Option(
-            "--db", help="Store URL or SQLite path (default: $ERSTWHILE_URL, else ./erstwhile.db)."
+            "--db",
+            metavar="URL",
+            help="Store URL or SQLite path (default: $ERSTWHILE_URL, else ./erstwhile.db).",
         ),
     ] = None,
-    namespace: Annotated[str, typer.Option(help="Namespace to read and write.")] = "default",
-    actor: Annotated[str | None, typer.Option(help="Who is writing (default: OS user).")] = None,
+    namespace: Annotated[
+        str, typer.Option(metavar="NS", help="Namespace to read and write.")
+    ] = "default",
+    actor: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Who is writing (default: OS user).")
+    ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
 ) -> None:
     """erstwhile: a bi-temporal, event-sourced memory ledger."""
-    ctx.obj = {"db": db, "namespace": namespace, "actor": actor, "json": json}
+    ctx.obj = Settings(db=db, namespace=namespace, actor=actor, json=json)
 
 
 def exit_code(error: ErstwhileError) -> int:
@@ -68,26 +79,6 @@ def demo(
     with Ledger.open(f"sqlite:///{path}", namespace="demo", actor="demo") as ledger:
         answers = tell_story(ledger)
     show_demo(answers, path)
-
-
-def show_instant(instant: datetime | None) -> str:
-    """Format an instant compactly: the date alone at midnight UTC, else date and time."""
-    if instant is None:
-        return "…"
-    if instant.time() == time(0):
-        return instant.strftime("%Y-%m-%d")
-    return instant.strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def memory_table(title: str, memories: list[Memory]) -> Table:
-    """Return a table of memories: content, value, valid window, state."""
-    table = Table(title=title, title_justify="left")
-    for column in ("content", "value", "valid window", "state"):
-        table.add_column(column)
-    for memory in memories:
-        window = f"[{show_instant(memory.valid_from)}, {show_instant(memory.valid_until)})"
-        table.add_row(memory.content, str(memory.value), window, memory.state.value)
-    return table
 
 
 def show_demo(answers: DemoAnswers, path: Path) -> None:
@@ -119,13 +110,21 @@ def main() -> None:
     except typer.Abort:
         fail("aborted", 1)
     except TyperException as error:
-        formatter = getattr(error, "format_message", None)
-        message = formatter() if callable(formatter) else str(error)
-        fail(message, int(getattr(error, "exit_code", 2)))
+        fail(error.format_message(), int(getattr(error, "exit_code", 2)))
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, as other Unix tools do;
+        # point stdout at /dev/null so the interpreter's final flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     sys.exit(result if isinstance(result, int) else 0)
 
 
 def fail(message: str, code: int) -> None:
-    """Print one line on stderr and exit with ``code``."""
-    errors.print(f"error: {' '.join(message.split())}", highlight=False, markup=False)
+    """Print one line on stderr and exit with ``code``.
+
+    An empty message means the help was already shown (a group run without a command).
+    """
+    if message.strip():
+        # Plain text, not rich: rich would wrap a long message onto several lines.
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
     sys.exit(code)

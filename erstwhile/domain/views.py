@@ -45,6 +45,18 @@ class LoggedEvent(BaseModel):
     data: dict[str, Any] | None
 
 
+class ProjectionStatus(BaseModel):
+    """How far one projection has applied the log."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    version: int
+    position: int
+    head: int
+    lag: int
+
+
 class VerifyReport(BaseModel):
     """The result of checking the hash chain: ``first_break`` is the position of the
     first event whose stored hash does not match its recomputed one."""

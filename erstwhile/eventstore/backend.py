@@ -9,8 +9,9 @@ Both yield an :class:`Sql` cursor that takes ``?`` placeholders on every backend
 from __future__ import annotations
 
 import sqlite3
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
@@ -75,9 +76,26 @@ class Backend(ABC):
     def close(self) -> None:
         """Release connections."""
 
+    @contextmanager
+    def listener(self) -> Iterator[Callable[[float], None]]:
+        """Yield ``wait(seconds)``, which returns early when new events are committed
+        where the database can say so; by default it just sleeps (polling)."""
+        yield time.sleep
+
     @abstractmethod
     def scrub(self) -> None:
         """Make erased bytes unreadable in the database files (after a hard forget)."""
+
+    def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
+        """Replace ``live`` by ``shadow`` inside ``sql``'s transaction.
+
+        SQLite renames: WAL readers keep their snapshot of the old table meanwhile.
+        """
+        sql.execute(f"DROP TABLE IF EXISTS {live}")
+        sql.execute(f"ALTER TABLE {shadow} RENAME TO {live}")
+
+    def analyze(self) -> None:  # noqa: B027 - SQLite plans well enough without statistics
+        """Refresh the planner's statistics after a table grew a lot."""
 
     def notify(self, sql: Sql) -> None:  # noqa: B027 - optional hook; SQLite has no NOTIFY
         """Tell followers that new events were committed (LISTEN/NOTIFY where there is one)."""

@@ -243,6 +243,39 @@ class PostgresBackend(Backend):
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(sql.raw, events)
 
+    @contextmanager
+    def listener(self) -> Iterator[Callable[[float], None]]:
+        """LISTEN on the log's channel; ``wait`` returns at the first NOTIFY."""
+        with self.datastore.get_connection() as connection:
+            connection.execute(SQL("LISTEN {0}").format(Identifier(self.recorder.channel_name)))
+
+            def wait(seconds: float) -> None:
+                for _ in connection.notifies(timeout=seconds, stop_after=1):
+                    break
+
+            try:
+                yield wait
+            finally:
+                connection.execute("UNLISTEN *")
+
+    def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
+        """Copy the shadow's rows over the live table's, then drop the shadow.
+
+        Unlike DROP and RENAME, which need an ACCESS EXCLUSIVE lock on the live table and
+        so queue behind (and can deadlock with) readers, DELETE and INSERT take only row
+        locks: readers keep reading their snapshot while the swap commits.
+        """
+        sql.execute(f"DELETE FROM {live}")
+        sql.execute(f"INSERT INTO {live} SELECT * FROM {shadow}")
+        sql.execute(f"DROP TABLE {shadow}")
+
+    def analyze(self) -> None:
+        tables = ("memories", "memory_entities", "memory_versions", "memory_search", "proposals")
+        with self.datastore.get_connection() as connection:
+            for table in tables:
+                if connection.execute("SELECT to_regclass(%s)", (table,)).fetchone():
+                    connection.execute(SQL("ANALYZE {0}").format(Identifier(table)))
+
     def notify(self, sql: Sql) -> None:
         sql.raw.execute(SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name)))
 

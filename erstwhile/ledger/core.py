@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import getpass
 import os
+import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -16,6 +18,7 @@ from uuid import UUID
 
 from erstwhile.domain.errors import (
     NotFound,
+    StoreUnavailable,
     ValidationError,
 )
 from erstwhile.domain.events import (
@@ -23,6 +26,7 @@ from erstwhile.domain.events import (
 )
 from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory
 from erstwhile.domain.time import Instant, from_micros, optional_utc, to_utc
+from erstwhile.domain.views import ProjectionStatus
 from erstwhile.eventstore import (
     EventLog,
     Sql,
@@ -84,11 +88,20 @@ def _default_actor() -> str:
 class LedgerCore:
     """A bi-temporal memory ledger over one store, scoped to one namespace and actor."""
 
-    def __init__(self, log: EventLog, *, namespace: str, actor: str, clock: Clock) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        namespace: str,
+        actor: str,
+        clock: Clock,
+        sync_projections: bool = True,
+    ) -> None:
         self.log = log
         self.namespace = namespace
         self.actor = actor
         self._clock = clock
+        self.sync_projections = sync_projections
         self.runner = ProjectionRunner(log, core_projections(log.backend.dialect))
         self.reader = MemoryReader(namespace)
         self.search_index = SearchProjection(log.backend.dialect)
@@ -101,17 +114,28 @@ class LedgerCore:
         namespace: str = DEFAULT_NAMESPACE,
         actor: str | None = None,
         clock: Clock | None = None,
+        sync_projections: bool = True,
     ) -> Self:
-        """Open the ledger a URL names (default ``$ERSTWHILE_URL``, else ``./erstwhile.db``)."""
+        """Open the ledger a URL names (default ``$ERSTWHILE_URL``, else ``./erstwhile.db``).
+
+        With ``sync_projections=False`` the ledger only appends: a separate follower
+        (``erstwhile projections run``) keeps the projections current, reads see what it
+        has applied, and :meth:`wait_for` gives read-your-writes across processes.
+        """
         namespace = _check_name(namespace, "namespace")
         actor = _check_name(actor if actor is not None else _default_actor(), "actor")
         backend = open_backend(url)
         ledger = cls(
-            EventLog(backend), namespace=namespace, actor=actor, clock=clock or system_clock
+            EventLog(backend),
+            namespace=namespace,
+            actor=actor,
+            clock=clock or system_clock,
+            sync_projections=sync_projections,
         )
         try:
             ledger.runner.setup()
-            ledger.runner.catch_up()
+            if sync_projections:
+                ledger.runner.catch_up()
         except BaseException:
             backend.close()
             raise
@@ -185,7 +209,50 @@ class LedgerCore:
             now=self.now(),
             erase=erase,
         )
-        self.runner.catch_up(until=result.position)
+        self._after_append(result.position)
+
+    def _after_append(self, position: int) -> None:
+        """Read your own writes: fold the log up to this write before returning."""
+        if self.sync_projections:
+            self.runner.catch_up(until=position)
+
+    def wait_for(self, position: int | None = None, timeout: float = 10.0) -> int:
+        """Wait until every projection has applied the log up to ``position`` (default:
+        the head now); return the position reached. For readers whose projections a
+        follower process maintains."""
+        target = self.head() if position is None else position
+        deadline = time.monotonic() + timeout
+        while True:
+            lowest, _ = self.runner.lag()
+            if lowest >= target:
+                return lowest
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(
+                    f"projections reached position {lowest}, not {target}, within {timeout} s; "
+                    "is a follower (erstwhile projections run) running?"
+                )
+            time.sleep(0.02)
+
+    def follow(self, stop: threading.Event | None = None, poll: float = 0.5) -> None:
+        """Keep the projections current until ``stop`` is set: apply new events as they
+        are committed (LISTEN/NOTIFY on PostgreSQL, polling on SQLite)."""
+        stop = stop or threading.Event()
+        with translated_errors(), self.log.backend.listener() as wait:
+            while not stop.is_set():
+                self.runner.catch_up()
+                wait(poll)
+
+    def projection_status(self) -> list[ProjectionStatus]:
+        """Each projection's schema version, tracked position and lag behind the head."""
+        versions = self.runner.versions()
+        positions = self.runner.positions()
+        head = self.head()
+        return [
+            ProjectionStatus(name=p.name, version=versions.get(p.name, p.version),
+                             position=positions[p.name], head=head,
+                             lag=head - positions[p.name])
+            for p in self.runner.projections
+        ]  # fmt: skip
 
     def _has_key(self, memory_id: UUID) -> bool:
         with translated_errors(), self.log.backend.read() as sql:

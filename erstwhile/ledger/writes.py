@@ -20,6 +20,7 @@ from erstwhile.domain.errors import (
 from erstwhile.domain.events import (
     Archived,
     Forgotten,
+    LedgerEvent,
 )
 from erstwhile.domain.ids import uuid7
 from erstwhile.domain.memory import Memory, State
@@ -32,7 +33,7 @@ from erstwhile.eventstore import (
 )
 from erstwhile.ledger.core import LedgerCore, optional_text
 from erstwhile.projections.candidates import candidates
-from erstwhile.projections.reader import LATEST
+from erstwhile.projections.reader import LATEST, memories_from_append
 
 DEFAULT_GRACE = timedelta(days=30)
 """How long a soft forget stays recoverable before ``purge`` makes it hard."""
@@ -54,7 +55,8 @@ class WriteCommands(LedgerCore):
         replay = self._idempotent_replay(plans)
         if replay is not None:
             return replay
-        self.runner.catch_up()
+        if self.sync_projections or any(p.supersedes or p.policy != "propose" for p in plans):
+            self.runner.catch_up()
         now = self.now()
         with translated_errors(), self.log.backend.read() as sql:
             plans = [self._apply_policy(sql, plan, now) for plan in plans]
@@ -69,16 +71,20 @@ class WriteCommands(LedgerCore):
             for plan, new_id in zip(plans, ids, strict=True)
             if plan.idempotency_key is not None
         ]
+        built: list[LedgerEvent] = []
+
+        def build(start: datetime) -> list[LedgerEvent]:
+            built[:] = plan_writes(plans, ids, olders, start)
+            return built
+
         result = self.log.append(
-            lambda start: plan_writes(plans, ids, olders, start),
-            actor=self.actor,
-            namespace=self.namespace,
-            now=now,
-            idempotency=claims,
+            build, actor=self.actor, namespace=self.namespace, now=now, idempotency=claims
         )
         if result.replayed:
             return self._replayed(plans, result.replayed)
-        self.runner.catch_up(until=result.position)
+        if not self.sync_projections:
+            return memories_from_append(result.events, built, self.namespace)
+        self._after_append(result.position)
         return [self.get(new_id) for new_id in ids]
 
     def revise(

@@ -7,11 +7,17 @@ each projection exactly at some position it fully applied: exactly-once.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
+from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.domain.events import LedgerEvent
 from erstwhile.eventstore import EventFilter, EventLog, RecordedEvent, Sql, translated_errors
+from erstwhile.projections.shadow import Shadow
+
+SWAP_ATTEMPTS = 5
+"""How often a rebuild tries to swap its tables in before giving up."""
 
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(projection_name, position_reached, head)`` during long work."""
@@ -22,6 +28,8 @@ class Projection(ABC):
 
     name: str
     version: int = 1
+    tables: tuple[str, ...] = ()
+    """Every table the projection owns: what a shadow rebuild builds beside and swaps."""
 
     @abstractmethod
     def create(self, sql: Sql) -> None:
@@ -37,13 +45,24 @@ class Projection(ABC):
 
 
 class ProjectionRunner:
-    """Brings projections up to the head of the log, one transaction per batch."""
+    """Brings projections up to the head of the log, one transaction per batch.
 
-    def __init__(self, log: EventLog, projections: Sequence[Projection], batch: int = 500):
+    With a :class:`Shadow`, the runner folds into shadow tables tracked under shadow
+    names instead, which is how a rebuild runs beside the live projections.
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        projections: Sequence[Projection],
+        batch: int = 500,
+        shadow: Shadow | None = None,
+    ) -> None:
         self.log = log
         self.backend = log.backend
         self.projections = list(projections)
         self.batch = batch
+        self.shadow = shadow
 
     def setup(self) -> None:
         """Create every projection's tables; start over any whose schema version changed.
@@ -57,80 +76,133 @@ class ProjectionRunner:
                 "CREATE TABLE IF NOT EXISTS erstwhile_projections "
                 "(name TEXT PRIMARY KEY, version BIGINT NOT NULL)"
             )
+            recorded = self._recorded_versions(sql)
             for projection in self.projections:
-                sql.execute("SELECT version FROM erstwhile_projections WHERE name = ?",
-                            (projection.name,))  # fmt: skip
-                row = sql.fetchone()
-                if row is not None and row["version"] != projection.version:
+                known = recorded.get(projection.name)
+                if known is not None and known != projection.version:
                     projection.drop(sql)
                     self.backend.reset_tracking(sql, projection.name)
-                    sql.execute("DELETE FROM erstwhile_projections WHERE name = ?",
-                                (projection.name,))  # fmt: skip
                 projection.create(sql)
-                if row is None or row["version"] != projection.version:
-                    sql.execute("INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
-                                (projection.name, projection.version))  # fmt: skip
+                if known != projection.version:
+                    self._record_version(sql, projection)
 
     def versions(self) -> dict[str, int]:
         """Return each projection's recorded schema version."""
         with translated_errors(), self.backend.read() as sql:
-            sql.execute("SELECT name, version FROM erstwhile_projections")
-            return {row["name"]: row["version"] for row in sql.fetchall()}
+            return self._recorded_versions(sql)
 
     def positions(self) -> dict[str, int]:
         """Return each projection's tracked position."""
         with translated_errors(), self.backend.read() as sql:
-            return {p.name: self.backend.tracked_position(sql, p.name) for p in self.projections}
+            return {p.name: self._tracked(sql, p) for p in self.projections}
 
     def lag(self) -> tuple[int, int]:
         """Return the lowest tracked position and the head of the log, from one snapshot."""
         with translated_errors(), self.backend.read() as sql:
-            lowest = min(
-                (self.backend.tracked_position(sql, p.name) for p in self.projections), default=0
-            )
+            lowest = min((self._tracked(sql, p) for p in self.projections), default=0)
             return lowest, self.log.tip(sql).position
 
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
         """Apply every event not yet applied (at least up to ``until``); return the position."""
         lowest, head = self.lag()
         target = head if until is None else min(until, head)
+        batches = 0
         while lowest < target:
-            lowest = self._step()
+            with translated_errors(), self.backend.write() as sql:
+                lowest = self.apply_batch(sql)
+            batches += 1
+            if batches & (batches - 1) == 0 and batches >= 2:
+                # Fresh statistics as tables grow (after 2, 4, 8, ... batches), so the
+                # planner keeps using the indexes a big catch-up depends on.
+                self.backend.analyze()
             if progress is not None:
                 for projection in self.projections:
                     progress(projection.name, lowest, target)
         return lowest
 
-    def _step(self) -> int:
-        """Apply one batch in one transaction; return the lowest position reached."""
-        with translated_errors(), self.backend.write() as sql:
-            tracked = {p.name: self.backend.tracked_position(sql, p.name) for p in self.projections}
-            start = min(tracked.values(), default=0)
-            records = self.log.read(sql, EventFilter(after=start), limit=self.batch)
-            for record, event in zip(records, self.log.decode_many(sql, records), strict=True):
-                for projection in self.projections:
-                    if record.position > tracked[projection.name]:
-                        projection.apply(sql, record, event)
-            if not records:
-                return start
-            last = records[-1].position
+    def apply_batch(self, sql: Sql) -> int:
+        """Apply the next batch inside ``sql``'s transaction; return the lowest position."""
+        tracked = {p.name: self._tracked(sql, p) for p in self.projections}
+        start = min(tracked.values(), default=0)
+        records = self.log.read(sql, EventFilter(after=start), limit=self.batch)
+        target = self.shadow.wrap(sql) if self.shadow else sql
+        for record, event in zip(records, self.log.decode_many(sql, records), strict=True):
             for projection in self.projections:
-                if last > tracked[projection.name]:
-                    self.backend.insert_tracking(sql, projection.name, last)
-            return last
+                if record.position > tracked[projection.name]:
+                    projection.apply(target, record, event)
+        if not records:
+            return start
+        last = records[-1].position
+        for projection in self.projections:
+            if last > tracked[projection.name]:
+                self.backend.insert_tracking(sql, self._tracking_name(projection), last)
+        return last
 
     def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
-        """Drop and refold projections (all, or the one named) from position 0."""
+        """Rebuild projections (all, or the one named) from position 0 without downtime.
+
+        Fresh tables are folded beside the live ones, batch by batch, while writers go
+        on appending and readers go on reading the live tables; then, holding the write
+        lock, the last events are applied and the new tables swapped in, in one
+        transaction. A rebuild that dies half-way leaves the live tables untouched.
+        """
+        chosen = self._chosen(name)
+        shadow = Shadow.of(chosen)
+        builder = ProjectionRunner(self.log, chosen, self.batch, shadow)
+        with translated_errors(), self.backend.write() as sql:
+            for projection in chosen:
+                projection.drop(shadow.wrap(sql))
+                projection.create(shadow.wrap(sql))
+                self.backend.reset_tracking(sql, builder._tracking_name(projection))
+        builder.catch_up(progress=progress)
+        for attempt in range(SWAP_ATTEMPTS):
+            try:
+                with translated_errors(), self.backend.write() as sql:
+                    while builder.apply_batch(sql) < self.log.tip(sql).position:
+                        pass
+                    self._swap(sql, builder, chosen)
+                return
+            except StoreUnavailable:
+                if attempt == SWAP_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+                builder.catch_up()
+
+    def _swap(self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection]) -> None:
+        for projection in chosen:
+            reached = builder._tracked(sql, projection)
+            for table in projection.tables:
+                self.backend.swap_table(sql, table, builder.shadow_name(table))
+            self.backend.reset_tracking(sql, builder._tracking_name(projection))
+            self.backend.reset_tracking(sql, projection.name)
+            if reached:
+                self.backend.insert_tracking(sql, projection.name, reached)
+            self._record_version(sql, projection)
+
+    def shadow_name(self, table: str) -> str:
+        """The name ``table`` has while this runner builds it."""
+        return self.shadow.renames[table] if self.shadow else table
+
+    def _chosen(self, name: str | None) -> list[Projection]:
         chosen = [p for p in self.projections if name is None or p.name == name]
         if not chosen:
             known = ", ".join(p.name for p in self.projections)
-            from erstwhile.domain.errors import ValidationError
-
             raise ValidationError(f"unknown projection {name!r}; known: {known}")
-        with translated_errors(), self.backend.write() as sql:
-            for projection in chosen:
-                projection.drop(sql)
-                projection.create(sql)
-                self.backend.reset_tracking(sql, projection.name)
-        head = self.log.head()
-        self.catch_up(until=head, progress=progress)
+        return chosen
+
+    def _tracking_name(self, projection: Projection) -> str:
+        return projection.name + (self.shadow.suffix if self.shadow else "")
+
+    def _tracked(self, sql: Sql, projection: Projection) -> int:
+        return self.backend.tracked_position(sql, self._tracking_name(projection))
+
+    def _recorded_versions(self, sql: Sql) -> dict[str, int]:
+        sql.execute("SELECT name, version FROM erstwhile_projections")
+        return {row["name"]: row["version"] for row in sql.fetchall()}
+
+    def _record_version(self, sql: Sql, projection: Projection) -> None:
+        sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (projection.name,))
+        sql.execute(
+            "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
+            (projection.name, projection.version),
+        )

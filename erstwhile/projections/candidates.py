@@ -79,13 +79,28 @@ def candidates(sql: Sql, namespace: str, newer: ClaimView, known: int) -> list[C
         )
         found.update((c.id, c) for c in map(claim_from_row, sql.fetchall()))
     if newer.entities:
-        names = sorted(newer.entities)
-        marks = ", ".join("?" * len(names))
-        sql.execute(
-            CLAIM_SELECT + at_known + "AND v.memory_id IN (SELECT e.memory_id FROM "
-            f"memory_entities e WHERE e.namespace = ? AND e.entity IN ({marks}))",
-            [*base, namespace, *names],
-        )
-        found.update((c.id, c) for c in map(claim_from_row, sql.fetchall()))
+        # A structured claim meets another structured one by key alone, so through shared
+        # entities it only meets the claims that lack a key.
+        members = _entity_members(sql, namespace, sorted(newer.entities), newer.keyed)
+        for chunk in _chunks(members, 500):
+            marks = ", ".join("?" * len(chunk))
+            sql.execute(CLAIM_SELECT + at_known + f"AND v.memory_id IN ({marks})", [*base, *chunk])
+            found.update((c.id, c) for c in map(claim_from_row, sql.fetchall()))
     found.pop(newer.id, None)
     return sorted(found.values(), key=lambda c: c.position)
+
+
+def _entity_members(sql: Sql, namespace: str, names: list[str], unkeyed_only: bool) -> list[str]:
+    """Ids of the memories naming any of these entities (looked up first, on its own, so
+    the versions are then fetched by id whatever the planner thinks of the tables)."""
+    keyed = "AND keyed = 0 " if unkeyed_only else ""
+    sql.execute(
+        "SELECT DISTINCT memory_id FROM memory_entities "
+        f"WHERE namespace = ? AND entity IN ({', '.join('?' * len(names))}) {keyed}",
+        [namespace, *names],
+    )
+    return [str(row["memory_id"]) for row in sql.fetchall()]
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]

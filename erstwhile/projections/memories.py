@@ -55,7 +55,8 @@ class MemoriesProjection(Projection):
     """One row per memory: the claim, its provenance, its current state and links."""
 
     name = "memories"
-    version = 3
+    version = 4
+    tables = ("memories", "memory_entities", "actor_writes")
 
     def create(self, sql: Sql) -> None:
         sql.execute(
@@ -71,11 +72,12 @@ class MemoriesProjection(Projection):
         )
         sql.execute(
             "CREATE TABLE IF NOT EXISTS memory_entities (memory_id TEXT NOT NULL, "
-            "namespace TEXT NOT NULL, entity TEXT NOT NULL, PRIMARY KEY (memory_id, entity))"
+            "namespace TEXT NOT NULL, entity TEXT NOT NULL, keyed INTEGER NOT NULL, "
+            "PRIMARY KEY (memory_id, entity))"
         )
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memory_entities_entity "
-            "ON memory_entities (namespace, entity)"
+            "ON memory_entities (namespace, entity, keyed)"
         )
         sql.execute(
             "CREATE TABLE IF NOT EXISTS actor_writes (namespace TEXT NOT NULL, "
@@ -115,9 +117,11 @@ class MemoriesProjection(Projection):
                     to_micros(record.recorded_at) if event.erased else None,
                 ),
             )  # fmt: skip
+            keyed = int(bool(event.subject and event.attribute))
             sql.executemany(
-                "INSERT INTO memory_entities (memory_id, namespace, entity) VALUES (?, ?, ?)",
-                [(memory_id, record.namespace, entity) for entity in event.entities],
+                "INSERT INTO memory_entities (memory_id, namespace, entity, keyed) "
+                "VALUES (?, ?, ?, ?)",
+                [(memory_id, record.namespace, entity, keyed) for entity in event.entities],
             )
         elif isinstance(event, Superseded):
             sql.execute(
@@ -187,6 +191,7 @@ class VersionsProjection(Projection):
 
     name = "memory_versions"
     version = 1
+    tables = ("memory_versions",)
 
     def create(self, sql: Sql) -> None:
         sql.execute(

@@ -21,6 +21,7 @@ class ProposalsProjection(Projection):
 
     name = "proposals"
     version = 1
+    tables = ("proposals",)
 
     def create(self, sql: Sql) -> None:
         sql.execute(

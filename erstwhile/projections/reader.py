@@ -15,10 +15,11 @@ from uuid import UUID
 import orjson
 
 from erstwhile.domain.errors import NotFound
+from erstwhile.domain.events import Asserted, LedgerEvent
 from erstwhile.domain.memory import Kind, Memory, State, claim_of, normalise_label
 from erstwhile.domain.time import OPEN_END, Window, end_from_micros, from_micros, to_micros
 from erstwhile.domain.writes import Existing
-from erstwhile.eventstore import Sql
+from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.projections.memories import MEMORY_COLUMNS
 
 LATEST = OPEN_END - 1
@@ -87,6 +88,31 @@ def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
         forgotten_at=_instant(row["forgotten_at"]) if state == State.FORGOTTEN else None,
         vector_clock=_json(row["vector_clock"]) or {},
     )
+
+
+def memories_from_append(
+    records: Sequence[RecordedEvent], events: Sequence[LedgerEvent], namespace: str
+) -> list[Memory]:
+    """Build the memories an append asserted straight from its events, for a writer that
+    does not wait for its projections (their vector clocks come with the projection)."""
+    found = []
+    for record, event in zip(records, events, strict=True):
+        if isinstance(event, Asserted):
+            found.append(
+                Memory(
+                    id=record.memory_id, namespace=namespace, kind=event.kind,
+                    content=event.content, subject=event.subject, attribute=event.attribute,
+                    value=event.value, entities=list(event.entities),
+                    valid_from=event.valid_from, valid_until=event.valid_until,
+                    occurred_at=event.occurred_at, confidence=event.confidence,
+                    evidence=list(event.evidence), extractor_id=event.extractor_id,
+                    extracted_at=event.extracted_at, actor=record.actor,
+                    metadata=event.metadata, state=State.CURRENT,
+                    recorded_at=record.recorded_at, position=record.position,
+                    supersedes=list(event.supersedes),
+                )
+            )  # fmt: skip
+    return found
 
 
 class MemoryReader:

@@ -56,6 +56,7 @@ class SearchProjection(Projection):
 
     name = "search"
     version = 1
+    tables = ("memory_search",)
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect

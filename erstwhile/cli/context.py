@@ -1,0 +1,34 @@
+"""What every command shares: the global options, and the ledger they open."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import typer
+
+from erstwhile.ledger import Ledger
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The global options, kept in ``ctx.obj`` for every command below the app."""
+
+    db: str | None = None
+    namespace: str = "default"
+    actor: str | None = None
+    json: bool = False
+
+    def open(self) -> Ledger:
+        """Open the ledger these options name (a URL, a bare SQLite path, or the default)."""
+        return Ledger.open(self.db, namespace=self.namespace, actor=self.actor)
+
+
+def settings(ctx: typer.Context) -> Settings:
+    """Return the global options of this invocation (defaults when run without the app)."""
+    found = ctx.find_object(Settings)
+    return found if found is not None else Settings()
+
+
+def open_ledger(ctx: typer.Context) -> Ledger:
+    """Open the ledger the global options name; use it in a ``with`` block."""
+    return settings(ctx).open()

@@ -1,0 +1,171 @@
+"""How answers are shown: rich tables for people, the models' JSON with ``--json``.
+
+JSON goes through plain ``print``: rich would wrap long lines and colour the text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, time
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from erstwhile.domain.memory import Memory
+from erstwhile.domain.views import LoggedEvent
+
+ID_WIDTH = 36
+"""The width of a memory id: columns that show one never fold it."""
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def print_json(payload: Any) -> None:
+    """Print JSON, indented, on stdout."""
+    print(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+
+
+def dump(models: BaseModel | Sequence[BaseModel]) -> Any:
+    """Return the JSON form of a model, or a list of them."""
+    if isinstance(models, BaseModel):
+        return models.model_dump(mode="json")
+    return [model.model_dump(mode="json") for model in models]
+
+
+def show_instant(instant: datetime | None) -> str:
+    """Format an instant compactly: the date alone at midnight UTC, else date and time."""
+    if instant is None:
+        return "…"
+    if instant.time() == time(0):
+        return instant.strftime("%Y-%m-%d")
+    return instant.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def show_value(value: Any) -> str:
+    """Format a claim's value: text as it is, anything else as JSON."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def show_window(memory: Memory) -> str:
+    """Format a memory's half-open valid window."""
+    return f"[{show_instant(memory.valid_from)}, {show_instant(memory.valid_until)})"
+
+
+def memory_table(title: str, memories: Sequence[Memory], *, ids: bool = False) -> Table:
+    """Return a table of memories: content (with its id below), value, valid window, state.
+
+    Narrow terminals fold long cells onto more lines rather than cut them.
+    """
+    table = Table(title=title, title_justify="left")
+    table.add_column("content", overflow="fold", width=ID_WIDTH if ids else None)
+    for column in ("value", "valid window", "state"):
+        table.add_column(column, overflow="fold")
+    for memory in memories:
+        content = Text(memory.content)
+        if ids:
+            content.append(f"\n{memory.id}", style="dim")
+        cells = [show_value(memory.value), show_window(memory), memory.state]
+        table.add_row(content, *(Text(str(cell)) for cell in cells))
+    return table
+
+
+def memory_listing(title: str, memories: Sequence[Memory]) -> Table:
+    """Return a table of memories with their ids, saying so when there are none."""
+    table = memory_table(escape(title), memories, ids=True)
+    table.caption = None if memories else "none"
+    return table
+
+
+def show_field(value: Any) -> str:
+    """Format one field of a memory for the detail view."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    if isinstance(value, dict):
+        return orjson.dumps(value).decode() if value else ""
+    return str(value)
+
+
+def memory_detail(title: str, memory: Memory) -> Table:
+    """Return one memory as a two-column table: every field and its value."""
+    table = Table(title=escape(title), title_justify="left", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for name in Memory.model_fields:
+        raw = getattr(memory, name)
+        text = show_value(raw) if name == "value" else show_field(raw)
+        table.add_row(name, Text(text))
+    return table
+
+
+def event_table(events: Sequence[LoggedEvent]) -> Table:
+    """Return a table of logged events: position, when, type, actor, memory and gist."""
+    table = Table(title="Audit log", title_justify="left")
+    for column in ("#", "recorded at", "type", "actor"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("#", "type"))
+    table.add_column("memory / detail", overflow="fold", width=ID_WIDTH)
+    for event in events:
+        detail = Text(str(event.memory_id), style="dim")
+        detail.append(f"\n{summarise(event)}", style="")
+        table.add_row(
+            str(event.position),
+            show_instant(event.recorded_at),
+            event.type,
+            Text(event.actor),
+            detail,
+        )
+    table.caption = None if events else "no events"
+    return table
+
+
+def status_table(head: int, positions: dict[str, int]) -> Table:
+    """Return a table of each projection's tracked position and how far it lags the log."""
+    table = Table(title=f"Projections (log head: {head})", title_justify="left")
+    for column in ("projection", "position", "behind"):
+        table.add_column(column)
+    for projection, position in positions.items():
+        table.add_row(projection, str(position), str(head - position))
+    return table
+
+
+def summarise(event: LoggedEvent) -> str:
+    """Return the gist of an event's payload, for one table cell."""
+    data = event.data
+    if data is None:
+        return "(content erased)"
+    if "content" in data:
+        return str(data["content"])
+    if "older_id" in data and "newer_id" in data:
+        return f"proposal rejected: {data['newer_id']} over {data['older_id']}"
+    if "newer_id" in data:
+        return f"by {data['newer_id']} at {data.get('at')}"
+    if data.get("reason"):
+        return f"reason: {data['reason']}"
+    return ", ".join(f"{key}={value}" for key, value in data.items() if value not in (None, []))
+
+
+def show_memory(as_json: bool, title: str, memory: Memory) -> None:
+    """Show one memory: its detail table, or its JSON object."""
+    if as_json:
+        print_json(dump(memory))
+    else:
+        console.print(memory_detail(title, memory))
+
+
+def show_memories(as_json: bool, title: str, memories: Sequence[Memory]) -> None:
+    """Show a list of memories: a table with ids, or a JSON list."""
+    if as_json:
+        print_json(dump(memories))
+    else:
+        console.print(memory_listing(title, memories))

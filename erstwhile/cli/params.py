@@ -1,0 +1,135 @@
+"""How the command line reads times and JSON, and the options several commands share.
+
+The library takes aware instants and ISO 8601 text with an offset; people also type a
+bare date or ``now``, so the command line turns those into instants before calling it.
+A value that does not parse is a usage error (exit 2), reported before the ledger opens.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from erstwhile.domain.memory import Kind
+
+_BARE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+TIME_HELP = "TIME is ISO 8601 with an offset or Z, a bare date (midnight UTC), or 'now'."
+
+
+def parse_time(text: str) -> datetime:
+    """Read an instant: ISO 8601 with an offset or ``Z``, a bare date (midnight UTC), or now."""
+    cleaned = text.strip()
+    if cleaned.lower() == "now":
+        return datetime.now(UTC)
+    try:
+        if _BARE_DATE.fullmatch(cleaned):
+            return datetime.combine(date.fromisoformat(cleaned), datetime.min.time(), UTC)
+        parsed = datetime.fromisoformat(cleaned)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.utcoffset() is None:
+        raise typer.BadParameter(
+            f"{text!r} is not a time: give ISO 8601 with an offset or Z "
+            "(2026-03-01T09:30:00Z), a date (2026-03-01) or 'now'"
+        )
+    return parsed.astimezone(UTC)
+
+
+def parse_value(text: str) -> Any:
+    """Read a claim's value: JSON if the text is JSON, else the text itself."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def parse_metadata(text: str) -> dict[str, Any]:
+    """Read metadata: it must be a JSON object."""
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise typer.BadParameter(f'{text!r} is not a JSON object (e.g. \'{{"source": "chat"}}\')')
+    return parsed
+
+
+def parse_kind(text: str) -> Kind:
+    """Read a memory kind, case-insensitively."""
+    try:
+        return Kind(text.strip().lower())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a kind; use one of {', '.join(Kind)}") from None
+
+
+def given(**options: Any) -> dict[str, Any]:
+    """Keep the options the user gave: drop those left unset (None or an empty list)."""
+    return {name: value for name, value in options.items() if value not in (None, [], ())}
+
+
+def time_option(help: str) -> Any:
+    """Return a typer option that reads a TIME (see :func:`parse_time`)."""
+    return typer.Option(parser=parse_time, metavar="TIME", help=f"{help}.")
+
+
+# The claim's fields, shared by `remember` and `revise`.
+KindOpt = Annotated[
+    Kind | None,
+    typer.Option(
+        parser=parse_kind,
+        metavar="KIND",
+        help="What sort of claim: " + ", ".join(Kind) + " (default: fact).",
+    ),
+]
+SubjectOpt = Annotated[
+    str | None, typer.Option(metavar="TEXT", help="What the claim is about, e.g. team.")
+]
+AttributeOpt = Annotated[
+    str | None, typer.Option(metavar="TEXT", help="Which property of the subject, e.g. database.")
+]
+ValueOpt = Annotated[
+    Any,
+    typer.Option(
+        parser=parse_value, metavar="JSON", help="The value: JSON, or else taken as plain text."
+    ),
+]
+EntityOpt = Annotated[
+    list[str] | None,
+    typer.Option("--entity", metavar="NAME", help="An entity the claim names (repeatable)."),
+]
+ValidFromOpt = Annotated[
+    datetime | None, time_option("When the claim starts to hold (default: when recorded)")
+]
+ValidUntilOpt = Annotated[
+    datetime | None, time_option("When the claim stops holding (default: open-ended)")
+]
+OccurredAtOpt = Annotated[datetime | None, time_option("When the content happened")]
+ConfidenceOpt = Annotated[
+    float | None, typer.Option(metavar="0..1", help="How sure the writer is (default: 1.0).")
+]
+EvidenceOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--evidence", metavar="REF", help="A source memory id or URI behind it (repeatable)."
+    ),
+]
+ExtractorOpt = Annotated[
+    str | None, typer.Option(metavar="TEXT", help="Which extractor or model produced the claim.")
+]
+ExtractedAtOpt = Annotated[datetime | None, time_option("When the extractor produced it")]
+MetadataOpt = Annotated[
+    dict[str, Any] | None,
+    typer.Option(parser=parse_metadata, metavar="JSON", help="Free metadata: a JSON object."),
+]
+IdempotencyOpt = Annotated[
+    str | None,
+    typer.Option(metavar="KEY", help="Retrying with the same key returns the first result."),
+]
+MemoryId = Annotated[str, typer.Argument(metavar="ID", help="The memory's id.", show_default=False)]
+KnownAtOpt = Annotated[
+    datetime | None, time_option("Answer as the ledger knew it then (default: latest)")
+]

@@ -1,0 +1,130 @@
+"""Commands that append to the log: remember, revise, archive, forget."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+import typer
+
+from erstwhile.cli.context import open_ledger, settings
+from erstwhile.cli.output import console, print_json, show_memory
+from erstwhile.cli.params import (
+    AttributeOpt,
+    ConfidenceOpt,
+    EntityOpt,
+    EvidenceOpt,
+    ExtractedAtOpt,
+    ExtractorOpt,
+    IdempotencyOpt,
+    KindOpt,
+    MemoryId,
+    MetadataOpt,
+    OccurredAtOpt,
+    SubjectOpt,
+    ValidFromOpt,
+    ValidUntilOpt,
+    ValueOpt,
+    given,
+    time_option,
+)
+
+Content = Annotated[
+    str, typer.Argument(metavar="CONTENT", help="The claim in words.", show_default=False)
+]
+ReasonOpt = Annotated[str | None, typer.Option(metavar="TEXT", help="Why, for the audit log.")]
+
+
+def remember(
+    ctx: typer.Context,
+    content: Content,
+    kind: KindOpt = None,
+    subject: SubjectOpt = None,
+    attribute: AttributeOpt = None,
+    value: ValueOpt = None,
+    entities: EntityOpt = None,
+    valid_from: ValidFromOpt = None,
+    valid_until: ValidUntilOpt = None,
+    occurred_at: OccurredAtOpt = None,
+    confidence: ConfidenceOpt = None,
+    evidence: EvidenceOpt = None,
+    extractor_id: ExtractorOpt = None,
+    extracted_at: ExtractedAtOpt = None,
+    metadata: MetadataOpt = None,
+    supersedes: Annotated[
+        list[str] | None,
+        typer.Option(metavar="ID", help="A memory the new one replaces at its start (repeatable)."),
+    ] = None,
+    idempotency_key: IdempotencyOpt = None,
+) -> None:
+    """Remember a claim: assert a new memory, optionally superseding others."""
+    fields = given(**locals())  # each option is named as the ledger's argument it feeds
+    del fields["ctx"], fields["content"]
+    with open_ledger(ctx) as ledger:
+        memory = ledger.remember(content, **fields)
+    show_memory(settings(ctx).json, "Remembered", memory)
+
+
+def revise(
+    ctx: typer.Context,
+    older_id: Annotated[
+        str,
+        typer.Argument(metavar="OLDER_ID", help="The memory to supersede.", show_default=False),
+    ],
+    content: Content,
+    at: Annotated[
+        datetime | None, time_option("When the new claim takes over (default: its start, else now)")
+    ] = None,
+    kind: KindOpt = None,
+    subject: SubjectOpt = None,
+    attribute: AttributeOpt = None,
+    value: ValueOpt = None,
+    entities: EntityOpt = None,
+    valid_from: ValidFromOpt = None,
+    valid_until: ValidUntilOpt = None,
+    occurred_at: OccurredAtOpt = None,
+    confidence: ConfidenceOpt = None,
+    evidence: EvidenceOpt = None,
+    extractor_id: ExtractorOpt = None,
+    extracted_at: ExtractedAtOpt = None,
+    metadata: MetadataOpt = None,
+    idempotency_key: IdempotencyOpt = None,
+) -> None:
+    """Revise a memory: a new claim supersedes OLDER_ID at --at.
+
+    Kind, subject, attribute, value and entities not given are copied from the older memory.
+    """
+    fields: dict[str, Any] = given(**locals())  # only the options given: the rest is copied
+    del fields["ctx"], fields["older_id"], fields["content"]
+    with open_ledger(ctx) as ledger:
+        memory = ledger.revise(older_id, content, **fields)
+    show_memory(settings(ctx).json, "Revised", memory)
+
+
+def archive(ctx: typer.Context, memory_id: MemoryId, reason: ReasonOpt = None) -> None:
+    """Archive a memory: retire it from what is true now, leaving its window as it is."""
+    with open_ledger(ctx) as ledger:
+        memory = ledger.archive(memory_id, reason=reason)
+    show_memory(settings(ctx).json, "Archived", memory)
+
+
+def forget(
+    ctx: typer.Context,
+    memory_id: MemoryId,
+    hard: Annotated[
+        bool, typer.Option("--hard", help="Erase the content for good (crypto-shredding).")
+    ] = False,
+    reason: ReasonOpt = None,
+) -> None:
+    """Forget a memory: it leaves every read at once; the log keeps the proof."""
+    with open_ledger(ctx) as ledger:
+        ledger.forget(memory_id, hard=hard, reason=reason)
+    forgotten = str(UUID(memory_id))  # the ledger accepted it, so it parses
+    if settings(ctx).json:
+        print_json({"forgotten": forgotten, "hard": hard})
+    else:
+        console.print(f"Forgot {forgotten}" + (" (hard: content erased)." if hard else "."))
+
+
+COMMANDS = (remember, revise, archive, forget)

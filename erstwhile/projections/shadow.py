@@ -1,0 +1,74 @@
+"""Shadow tables: where a rebuild folds the log beside the live projections.
+
+Projections write plain SQL against their live table names. During a rebuild their
+statements pass through :class:`ShadowSql`, which renames the rebuilt projections'
+tables (``memories`` becomes ``memories__shadow``) and gives every index it creates a
+name of its own, so nothing collides with the live tables and their indexes.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from erstwhile.eventstore import Sql
+
+if TYPE_CHECKING:
+    from erstwhile.projections.base import Projection
+
+SUFFIX = "__shadow"
+INDEX = re.compile(r"(CREATE INDEX IF NOT EXISTS )(\w+)")
+
+
+@dataclass(frozen=True)
+class Shadow:
+    """Which tables are rebuilt, under which names, with which index tag."""
+
+    renames: dict[str, str]
+    tag: str
+    suffix: str = SUFFIX
+
+    @classmethod
+    def of(cls, projections: Sequence[Projection]) -> Shadow:
+        """The shadow of these projections' tables, with a fresh index tag."""
+        tables = [table for projection in projections for table in projection.tables]
+        return cls({table: table + SUFFIX for table in tables}, secrets.token_hex(4))
+
+    def wrap(self, sql: Sql) -> ShadowSql:
+        """Return ``sql`` with this shadow's renames applied to every statement."""
+        return ShadowSql(sql, self)
+
+
+class ShadowSql:
+    """:class:`Sql` that rewrites table and index names on the way through."""
+
+    def __init__(self, sql: Sql, shadow: Shadow) -> None:
+        self.raw = sql.raw
+        self._sql = sql
+        self._shadow = shadow
+        names = "|".join(sorted(shadow.renames, key=len, reverse=True))
+        self._tables = re.compile(rf"\b({names})\b")
+        self._cache: dict[str, str] = {}
+
+    def _rewrite(self, statement: str) -> str:
+        rewritten = self._cache.get(statement)
+        if rewritten is None:
+            rewritten = INDEX.sub(rf"\g<1>\g<2>_{self._shadow.tag}", statement)
+            rewritten = self._tables.sub(lambda m: self._shadow.renames[m.group(1)], rewritten)
+            self._cache[statement] = rewritten
+        return rewritten
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self._sql.execute(self._rewrite(statement), params)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._sql.executemany(self._rewrite(statement), rows)
+
+    def fetchone(self) -> Any:
+        return self._sql.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._sql.fetchall()

@@ -1,0 +1,280 @@
+"""End to end: the installed ``erstwhile`` command, run as a user runs it, on real files.
+
+Each call is a fresh process (about a second: Python start-up and imports), so calls
+that do not depend on each other run side by side, and the story is recorded once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from erstwhile import Memory
+
+ERSTWHILE = Path(sys.executable).parent / "erstwhile"
+UNKNOWN_ID = "01a22a78-0000-7000-8000-000000000000"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one run of the command left: exit code, stdout, stderr."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        assert self.code == 0, self.stderr
+        return json.loads(self.stdout)
+
+
+def run(cwd: Path, *args: str) -> Result:
+    """Run ``erstwhile ARGS`` in ``cwd``, with no store named by the environment."""
+    env = {k: v for k, v in os.environ.items() if k != "ERSTWHILE_URL"}
+    env["COLUMNS"] = "200"  # wide tables: cells are not folded, so text can be searched
+    done = subprocess.run(
+        [str(ERSTWHILE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def run_all(cwd: Path, *commands: list[str]) -> list[Result]:
+    """Run independent commands side by side; return their results in order."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda args: run(cwd, *args), commands))
+
+
+def failed_cleanly(result: Result, code: int) -> bool:
+    """Whether the command exited with ``code`` after one line on stderr and no traceback."""
+    lines = result.stderr.splitlines()
+    return (
+        result.code == code
+        and len(lines) == 1
+        and lines[0].startswith("error: ")
+        and "Traceback" not in result.stderr
+        and result.stdout == ""
+    )
+
+
+STORY_DB = ["--db", "story.db"]  # a bare SQLite path, relative to the working directory
+
+
+@dataclass(frozen=True)
+class Story:
+    """The Supabase-to-AWS story, recorded once through the command line in ``story.db``."""
+
+    cwd: Path
+    supabase: dict[str, Any]
+    aws: dict[str, Any]
+
+    def run(self, *args: str) -> Result:
+        return run(self.cwd, *STORY_DB, *args)
+
+    def run_all(self, *commands: list[str]) -> list[Result]:
+        """Run commands side by side on the story's store (unless one names its own --db)."""
+        return run_all(self.cwd, *(c if c[0] == "--db" else STORY_DB + c for c in commands))
+
+
+@pytest.fixture(scope="module")
+def story(tmp_path_factory: pytest.TempPathFactory) -> Story:
+    cwd = tmp_path_factory.mktemp("story")
+    supabase = run(
+        cwd, *STORY_DB, "--json", "remember", "The team uses Supabase", "--subject", "team",
+        "--attribute", "database", "--value", "Supabase", "--valid-from", "2026-03-01",
+        "--entity", "team", "--entity", "Supabase",
+    ).json()  # fmt: skip
+    aws = run(
+        cwd, "--db", f"sqlite:///{cwd}/story.db", "--json", "revise", supabase["id"],
+        "The team moved to AWS", "--value", "AWS", "--at", "2026-07-01",
+    ).json()  # fmt: skip
+    return Story(cwd, supabase, aws)
+
+
+def values(memories: list[dict[str, Any]]) -> list[Any]:
+    return [memory["value"] for memory in memories]
+
+
+def test_the_story_answers_now_as_of_march_and_the_chain(story: Story) -> None:
+    assert not (story.cwd / "erstwhile.db").exists()  # --db names the store
+    assert story.aws["supersedes"] == [story.supabase["id"]]
+    assert story.aws["subject"] == "team"  # copied from the older memory by revise
+    assert story.aws["valid_from"] == "2026-07-01T00:00:00Z"
+    now, march, chain, older, history, table = story.run_all(
+        ["--json", "facts", "team", "database"],
+        ["--json", "facts", "team", "database", "--as-of", "2026-03-15"],
+        ["--db", f"sqlite:///{story.cwd}/story.db", "--json", "chain", story.aws["id"]],
+        ["--json", "get", story.supabase["id"]],
+        ["--json", "history", story.aws["id"]],
+        ["facts", "team", "database"],
+    )
+    assert values(now.json()) == ["AWS"]
+    assert values(march.json()) == ["Supabase"]
+    assert values(chain.json()) == ["Supabase", "AWS"]
+    assert set(older.json()) == set(Memory.model_fields)
+    Memory.model_validate(older.json())  # the JSON is a whole Memory, values and all
+    assert older.json()["superseded_by"] == story.aws["id"]
+    assert older.json()["valid_until"] == "2026-07-01T00:00:00Z"
+    assert history.json()["memory"]["id"] == story.aws["id"]
+    assert [m["id"] for m in history.json()["supersedes"]] == [story.supabase["id"]]
+    assert table.code == 0 and "The team moved to AWS" in table.stdout
+    assert story.aws["id"] in table.stdout and "Supabase" not in table.stdout
+
+
+def test_known_at_and_a_time_with_an_offset(story: Story) -> None:
+    before_move = story.supabase["recorded_at"]
+    then, handover = story.run_all(
+        ["--json", "get", story.supabase["id"], "--known-at", before_move],
+        ["--json", "facts", "team", "--as-of", "2026-07-01T02:00:00+02:00"],
+    )
+    assert then.json()["state"] == "current" and then.json()["superseded_by"] is None
+    assert values(handover.json()) == ["AWS"]  # half-open: the hand-over instant is AWS's
+
+
+def test_audit_log_lists_the_events_and_filters_them(story: Story) -> None:
+    everything, one_memory, table = story.run_all(
+        ["--json", "audit", "log"],
+        ["--json", "audit", "log", "--memory", story.aws["id"]],
+        ["audit", "log", "--after", "2"],
+    )
+    events = everything.json()
+    assert [e["type"] for e in events] == ["Asserted", "Superseded", "Asserted"]
+    assert {"position", "recorded_at", "type", "memory_id", "actor", "namespace", "data"} <= set(
+        events[0]
+    )
+    assert [e["memory_id"] for e in one_memory.json()] == [story.aws["id"]]
+    assert "The team moved to AWS" in table.stdout and "Supabase" not in table.stdout
+
+
+REFUSED = {
+    "unknown id": (["get", UNKNOWN_ID], 1),
+    "bad window": (
+        ["remember", "x", "--valid-from", "2026-05-01", "--valid-until", "2026-04-01"],
+        1,
+    ),
+    "store folder missing": (["--db", "no/such/folder/ledger.db", "facts", "team"], 1),
+    "unknown option": (["remember", "x", "--bogus"], 2),
+    "unparsable time": (["facts", "team", "--as-of", "yesterday"], 2),
+    "bad metadata": (["remember", "x", "--metadata", "[1, 2]"], 2),
+}
+
+
+def test_every_error_is_one_line_with_its_exit_code_and_appends_nothing(story: Story) -> None:
+    before = len(story.run("--json", "audit", "log").json())
+    refused_twice = ["revise", story.supabase["id"], "Back to Supabase", "--at", "2026-08-01"]
+    elsewhere = ["--namespace", "other", "get", story.aws["id"]]
+    cases = {
+        **REFUSED,
+        "other namespace": (elsewhere, 1),
+        "refused supersession": (refused_twice, 1),
+    }
+    results = story.run_all(*(args for args, _ in cases.values()))
+    for (name, (_, code)), result in zip(cases.items(), results, strict=True):
+        assert failed_cleanly(result, code), (name, result)
+    assert "already_superseded" in results[-1].stderr
+    assert len(story.run("--json", "audit", "log").json()) == before
+
+
+def test_every_field_option_reaches_the_memory(tmp_path: Path) -> None:
+    full = run(
+        tmp_path, "--json", "--namespace", "acme", "--actor", "planner-bot", "remember",
+        "Standup moved to 10:00", "--kind", "decision", "--subject", "standup",
+        "--attribute", "time", "--value", '"10:00"', "--entity", " Team ", "--entity", "team",
+        "--valid-from", "2026-03-02T09:00:00+01:00", "--valid-until", "2026-12-31",
+        "--occurred-at", "2026-03-01", "--confidence", "0.8", "--evidence", "slack://c/1",
+        "--evidence", "https://wiki/x", "--extractor-id", "gpt-x", "--extracted-at", "now",
+        "--metadata", '{"source": "chat"}', "--idempotency-key", "standup-1",
+    ).json()  # fmt: skip
+    assert full["namespace"] == "acme" and full["actor"] == "planner-bot"
+    assert (full["kind"], full["subject"], full["attribute"], full["value"]) == (
+        "decision", "standup", "time", "10:00",
+    )  # fmt: skip
+    assert full["entities"] == ["team"]
+    assert full["valid_from"] == "2026-03-02T08:00:00Z"
+    assert full["valid_until"] == "2026-12-31T00:00:00Z"
+    assert full["occurred_at"] == "2026-03-01T00:00:00Z"
+    assert full["confidence"] == 0.8
+    assert full["evidence"] == ["slack://c/1", "https://wiki/x"]
+    assert full["extractor_id"] == "gpt-x" and full["extracted_at"] is not None
+    assert full["metadata"] == {"source": "chat"}
+
+
+def test_archive_and_forget_and_json_values(tmp_path: Path) -> None:
+    number, shape = run_all(
+        tmp_path,
+        ["--json", "remember", "The price is 12", "--subject", "price", "--value", "12"],
+        ["--json", "remember", "A shape", "--subject", "shape", "--value", '{"a": 1}'],
+    )
+    assert (number.json()["value"], shape.json()["value"]) == (12, {"a": 1})
+    first, second = number.json()["id"], shape.json()["id"]
+    archived, forgotten = run_all(
+        tmp_path,
+        ["--json", "archive", first, "--reason", "stale"],
+        ["--json", "forget", second, "--reason", "asked to"],
+    )
+    assert (tmp_path / "erstwhile.db").exists()  # no --db and no $ERSTWHILE_URL: ./erstwhile.db
+    assert archived.json()["state"] == "archived" and archived.json()["id"] == first
+    assert forgotten.json() == {"forgotten": second, "hard": False}
+    gone, again = run_all(tmp_path, ["get", second], ["forget", second])
+    assert failed_cleanly(gone, 1)
+    assert again.code == 0 and again.stdout.startswith(f"Forgot {second}")
+
+
+def test_projections_status_and_rebuild(story: Story) -> None:
+    status, unknown = story.run_all(
+        ["--json", "projections", "status"],
+        ["projections", "rebuild", "no-such-projection"],
+    )
+    head = status.json()["head"]
+    assert head >= 3 and set(status.json()["projections"].values()) == {head}
+    assert failed_cleanly(unknown, 1)
+    # One rebuild at a time: a rebuild starts its projections over from position 0.
+    rebuilt = story.run("--json", "projections", "rebuild").json()
+    assert rebuilt == {"rebuilt": list(status.json()["projections"]), "position": head}
+    assert values(story.run("--json", "facts", "team", "database").json()) == ["AWS"]
+
+
+def test_help_and_a_bare_group(tmp_path: Path) -> None:
+    top, bare_group = run_all(tmp_path, ["--help"], ["audit"])
+    assert top.code == 0 and "remember" in top.stdout and "projections" in top.stdout
+    assert bare_group.code == 2 and "log" in bare_group.stdout
+    assert "Traceback" not in bare_group.stderr and "error:" not in bare_group.stderr
+    assert not (tmp_path / "erstwhile.db").exists()  # help opens no store
+
+
+def test_demo_tells_the_story(tmp_path: Path) -> None:
+    told = run(tmp_path, "demo", "--file", str(tmp_path / "demo.db"))
+    assert told.code == 0, told.stderr
+    now = told.stdout.split("What database does the team use now?")[1].split("As of")[0]
+    march = told.stdout.split("As of 2026-03-15 (valid time)")[1].split("As of exactly")[0]
+    assert "AWS" in now and "Supabase" not in now
+    assert "Supabase" in march and "AWS" not in march
+    assert (tmp_path / "demo.db").exists()
+
+
+@pytest.mark.postgres
+def test_the_story_on_postgresql(postgres_database: str, tmp_path: Path) -> None:
+    db = ["--db", f"{postgres_database}?schema=cli_{secrets.token_hex(6)}"]
+    old = run(tmp_path, *db, "--json", "remember", "The team uses Supabase",
+              "--subject", "team", "--attribute", "database", "--value", "Supabase",
+              "--valid-from", "2026-03-01").json()  # fmt: skip
+    new = run(tmp_path, *db, "--json", "revise", old["id"], "The team moved to AWS",
+              "--value", "AWS", "--at", "2026-07-01").json()  # fmt: skip
+    now, march, refused = run_all(
+        tmp_path,
+        [*db, "--json", "facts", "team", "database"],
+        [*db, "--json", "facts", "team", "database", "--as-of", "2026-03-15"],
+        [*db, "revise", old["id"], "Again", "--at", "2026-08-01"],
+    )
+    assert values(now.json()) == ["AWS"] and now.json()[0]["supersedes"] == [old["id"]]
+    assert values(march.json()) == ["Supabase"] and new["supersedes"] == [old["id"]]
+    assert failed_cleanly(refused, 1)
+    assert not (tmp_path / "erstwhile.db").exists()

@@ -1,0 +1,165 @@
+"""Projection lifecycle (SPEC section 7): shadow rebuild and swap under load, schema
+version bumps, a follower process, and crash safety under SIGKILL, on both backends."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from erstwhile import Ledger
+from erstwhile.projections import MemoriesProjection
+from tests.conftest import ManualClock, OpenLedger
+
+MAR = "2026-03-01T00:00:00Z"
+TABLES = {
+    "memories": "id", "memory_entities": "memory_id, entity", "actor_writes": "actor, position",
+    "memory_versions": "memory_id, seq", "memory_search": "memory_id", "proposals": "id",
+}  # fmt: skip
+
+
+def dump(ledger: Ledger) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every projection table, in a stable order."""
+    rows = {}
+    with ledger.log.backend.read() as sql:
+        for table, order in TABLES.items():
+            columns = "memory_id, body" if table == "memory_search" else "*"
+            if table == "memory_search" and ledger.log.backend.dialect == "postgresql":
+                columns = "memory_id, body::text AS body"
+            sql.execute(f"SELECT {columns} FROM {table} ORDER BY {order}")
+            rows[table] = [tuple(row[k] for k in row.keys()) for row in sql.fetchall()]  # noqa: SIM118 - sqlite3.Row iterates values
+    return rows
+
+
+def seed(ledger: Ledger, count: int) -> None:
+    ledger.remember_many(
+        {"content": f"fact {n} about widget {n % 300}", "subject": f"widget {n % 300}",
+         "attribute": "colour", "value": f"c{n}", "entities": [f"w{n % 5}"],
+         "valid_from": f"2026-0{1 + n % 8}-01T00:00:00Z"}
+        for n in range(count)
+    )  # fmt: skip
+
+
+def test_rebuild_runs_beside_readers_and_writers(open_ledger: OpenLedger) -> None:
+    ledger = open_ledger(namespace="acme", clock=None)
+    old = ledger.remember("The team uses Supabase", subject="team", attribute="database",
+                          value="Supabase", valid_from=MAR)  # fmt: skip
+    new = ledger.revise(old.id, "The team moved to AWS", value="AWS", at="2026-07-01T00:00:00Z")
+    seed(ledger, 600)
+    writer, reader = (
+        open_ledger(namespace="acme", clock=None),
+        open_ledger(namespace="acme", clock=None),
+    )
+    stop, problems, written = threading.Event(), [], []
+
+    def write() -> None:
+        while not stop.is_set():
+            memory = writer.remember(f"written during rebuild {len(written)}", subject="live")
+            written.append(memory.id)
+            if writer.get(memory.id).id != memory.id:
+                problems.append("own write not readable")
+
+    def read() -> None:
+        while not stop.is_set():
+            if [m.id for m in reader.facts("team", "database")] != [new.id]:
+                problems.append("now")
+            if [m.id for m in reader.facts("team", as_of="2026-03-15T00:00:00Z")] != [old.id]:
+                problems.append("as of")
+            if [h.memory.id for h in reader.search("team database")][:1] != [new.id]:
+                problems.append("search")
+
+    threads = [threading.Thread(target=write), threading.Thread(target=read)]
+    for thread in threads:
+        thread.start()
+    try:
+        ledger.rebuild()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert problems == [] and written
+    assert {m.id for m in ledger.facts("live")} == set(written)
+    after = dump(ledger)
+    ledger.rebuild()
+    assert dump(ledger) == after
+
+
+def test_a_changed_schema_version_rebuilds_at_open(
+    store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 50)
+    before, rows = ledger.facts("widget 3", as_of="2026-08-15T00:00:00Z"), dump(ledger)
+    monkeypatch.setattr(MemoriesProjection, "version", MemoriesProjection.version + 1)
+    reopened = open_ledger(namespace="acme")
+    assert reopened.runner.versions()["memories"] == MemoriesProjection.version
+    assert reopened.facts("widget 3", as_of="2026-08-15T00:00:00Z") == before
+    assert dump(reopened) == rows
+
+
+def test_a_follower_keeps_projections_current(open_ledger: OpenLedger) -> None:
+    writer = open_ledger(namespace="acme", sync_projections=False, clock=None)
+    reader = open_ledger(namespace="acme", clock=None)
+    follower = open_ledger(namespace="acme", clock=None)
+    stop = threading.Event()
+    thread = threading.Thread(target=follower.follow, kwargs={"stop": stop, "poll": 0.05})
+    thread.start()
+    try:
+        memory = writer.remember("appended without projecting", subject="async")
+        assert memory.position == writer.head()
+        reader.wait_for(memory.position, timeout=10)
+        assert reader.get(memory.id).content == "appended without projecting"
+        status = {s.name: s for s in reader.projection_status()}
+        assert all(s.lag == 0 and s.position == memory.position for s in status.values())
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+
+
+def test_without_a_follower_reads_lag_and_say_so(open_ledger: OpenLedger) -> None:
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    writer.remember("nobody projects me")
+    assert {s.lag for s in writer.projection_status()} == {1}
+    with pytest.raises(Exception, match="projections run"):
+        writer.wait_for(timeout=0.2)
+
+
+FOLLOWER = """
+import sys
+from erstwhile import Ledger
+with Ledger.open(sys.argv[1], namespace="acme", actor="follower") as ledger:
+    ledger.runner.batch = 100
+    ledger.runner.catch_up()
+"""
+
+
+def test_sigkill_during_catch_up_leaves_projections_a_rebuild_would_give(
+    store_url: str, open_ledger: OpenLedger, clock: ManualClock
+) -> None:
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    for _ in range(6):
+        seed(writer, 250)
+        clock.advance(hours=1)
+    head, kills = writer.head(), 0
+    rng = random.Random(7)
+    while kills < 4:
+        process = subprocess.Popen([sys.executable, "-c", FOLLOWER, store_url])
+        time.sleep(rng.uniform(0.3, 0.9))
+        if process.poll() is not None:
+            break
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+        kills += 1
+    subprocess.run([sys.executable, "-c", FOLLOWER, store_url], check=True, timeout=300)
+    assert {s.position for s in writer.projection_status()} == {head}
+    followed = dump(writer)
+    writer.rebuild()
+    assert dump(writer) == followed
+    assert kills >= 1

@@ -1,0 +1,98 @@
+"""How the command line reads times, values and metadata, and maps errors to exit codes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import typer
+
+from erstwhile import (
+    ConcurrencyConflict,
+    IdempotencyMismatch,
+    Kind,
+    NotFound,
+    StoreUnavailable,
+    SupersessionRefused,
+    ValidationError,
+)
+from erstwhile.cli.app import exit_code
+from erstwhile.cli.params import given, parse_kind, parse_metadata, parse_time, parse_value
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-03-15", datetime(2026, 3, 15, tzinfo=UTC)),
+        ("2026-03-15T10:30:00Z", datetime(2026, 3, 15, 10, 30, tzinfo=UTC)),
+        ("2026-03-15T10:30:00+02:00", datetime(2026, 3, 15, 8, 30, tzinfo=UTC)),
+        (" 2026-03-15T10:30:00.000123-05:00 ", datetime(2026, 3, 15, 15, 30, 0, 123, tzinfo=UTC)),
+    ],
+)
+def test_times_are_read_as_aware_utc(text: str, expected: datetime) -> None:
+    parsed = parse_time(text)
+    assert parsed == expected and parsed.tzinfo is UTC
+
+
+@pytest.mark.parametrize("text", ["now", "NOW", " now "])
+def test_now_is_the_current_instant(text: str) -> None:
+    assert abs(parse_time(text) - datetime.now(UTC)) < timedelta(seconds=5)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["yesterday", "", "2026-02-30", "2026-03-15T10:30:00", "15/03/2026", "2026-3-5", "20260315"],
+)
+def test_anything_else_is_a_usage_error(text: str) -> None:
+    with pytest.raises(typer.BadParameter, match="is not a time"):
+        parse_time(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("AWS", "AWS"),
+        ("12", 12),
+        ("1.5", 1.5),
+        ('{"a": 1}', {"a": 1}),
+        ("[1, 2]", [1, 2]),
+        ("true", True),
+        ('"12"', "12"),
+        ("null", None),
+        ("NaN", "NaN"),
+        ("{not json", "{not json"),
+        ("", ""),
+    ],
+)
+def test_a_value_is_json_or_else_text(text: str, expected: object) -> None:
+    assert parse_value(text) == expected
+
+
+def test_metadata_must_be_a_json_object() -> None:
+    assert parse_metadata('{"source": "chat", "n": [1]}') == {"source": "chat", "n": [1]}
+    for text in ["[1]", "12", '"x"', "{source: chat}", ""]:
+        with pytest.raises(typer.BadParameter, match="not a JSON object"):
+            parse_metadata(text)
+
+
+def test_given_keeps_only_the_options_the_user_gave() -> None:
+    kept = given(kind=None, value=0, confidence=0.0, entities=[], evidence=["e"], subject="")
+    assert kept == {"value": 0, "confidence": 0.0, "evidence": ["e"], "subject": ""}
+
+
+def test_conflicts_exit_3_and_other_errors_exit_1() -> None:
+    assert exit_code(ConcurrencyConflict("raced")) == 3
+    for error in (
+        NotFound("x"),
+        ValidationError("x"),
+        SupersessionRefused("self", "x"),
+        IdempotencyMismatch("x"),
+        StoreUnavailable("x"),
+    ):
+        assert exit_code(error) == 1
+
+
+def test_kinds_are_read_case_insensitively_and_unknown_ones_are_usage_errors() -> None:
+    assert parse_kind(" Decision ") is Kind.DECISION
+    with pytest.raises(typer.BadParameter, match="'rumour' is not a kind; use one of fact, "):
+        parse_kind("rumour")
