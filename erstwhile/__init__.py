@@ -15,13 +15,22 @@ from erstwhile.domain.errors import (
     ValidationError,
 )
 from erstwhile.domain.memory import Kind, Memory, State
-from erstwhile.domain.views import History, Hit, LoggedEvent
-from erstwhile.ledger import Ledger
+from erstwhile.domain.views import (
+    Conflict,
+    History,
+    Hit,
+    LoggedEvent,
+    ProjectionStatus,
+    Proposal,
+    VerifyReport,
+)
+from erstwhile.ledger import Ledger, ReplayLedger
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConcurrencyConflict",
+    "Conflict",
     "ErstwhileError",
     "History",
     "Hit",
@@ -31,9 +40,13 @@ __all__ = [
     "LoggedEvent",
     "Memory",
     "NotFound",
+    "ProjectionStatus",
+    "Proposal",
+    "ReplayLedger",
     "State",
     "StoreUnavailable",
     "SupersessionRefused",
     "ValidationError",
+    "VerifyReport",
     "__version__",
 ]

@@ -1,0 +1,35 @@
+"""The public surface is deliberate: this test pins it."""
+
+from __future__ import annotations
+
+import pydantic
+
+import erstwhile
+
+PUBLIC = {
+    "ConcurrencyConflict", "Conflict", "ErstwhileError", "History", "Hit",
+    "IdempotencyMismatch", "Kind", "Ledger", "LoggedEvent", "Memory", "NotFound",
+    "ProjectionStatus", "Proposal", "ReplayLedger", "State", "StoreUnavailable",
+    "SupersessionRefused", "ValidationError", "VerifyReport", "__version__",
+}  # fmt: skip
+MODELS = ("Memory", "Hit", "History", "Proposal", "Conflict", "LoggedEvent", "VerifyReport")
+ERRORS = ("NotFound", "ValidationError", "SupersessionRefused", "ConcurrencyConflict",
+          "IdempotencyMismatch", "StoreUnavailable")  # fmt: skip
+
+
+def test_all_is_pinned_and_importable() -> None:
+    assert set(erstwhile.__all__) == PUBLIC
+    for name in erstwhile.__all__:
+        assert hasattr(erstwhile, name)
+
+
+def test_models_are_frozen_pydantic_models() -> None:
+    for name in MODELS:
+        model = getattr(erstwhile, name)
+        assert issubclass(model, pydantic.BaseModel)
+        assert model.model_config.get("frozen") is True
+
+
+def test_every_error_has_one_root() -> None:
+    for name in ERRORS:
+        assert issubclass(getattr(erstwhile, name), erstwhile.ErstwhileError)
