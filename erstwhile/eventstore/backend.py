@@ -42,6 +42,8 @@ class Backend(ABC):
     url: str
     dialect: str
     """``sqlite`` or ``postgresql``: which SQL the few backend-specific queries speak."""
+    tracking_table: str
+    """eventsourcing's tracking table: one row per projection and its position."""
     events_table = "erstwhile_events"
 
     @abstractmethod
@@ -67,6 +69,16 @@ class Backend(ABC):
     @abstractmethod
     def tracked_position(self, sql: Sql, name: str) -> int:
         """Return how far projection ``name`` has applied the log (0 if never)."""
+
+    def tracked_positions(self, sql: Sql, names: Sequence[str]) -> dict[str, int]:
+        """Return how far each named projection has applied the log, in one query."""
+        sql.execute(
+            f"SELECT application_name, notification_id FROM {self.tracking_table} "
+            f"WHERE application_name IN ({', '.join('?' * len(names))})",
+            list(names),
+        )
+        found = {row["application_name"]: row["notification_id"] for row in sql.fetchall()}
+        return {name: found.get(name) or 0 for name in names}
 
     @abstractmethod
     def reset_tracking(self, sql: Sql, name: str) -> None:

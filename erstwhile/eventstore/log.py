@@ -95,12 +95,15 @@ class EventLog:
         now: datetime,
         idempotency: Sequence[IdempotencyClaim] = (),
         erase: Sequence[UUID] = (),
+        then: Callable[[Sql, int], None] | None = None,
     ) -> AppendResult:
         """Append the events ``build`` returns, atomically, at the next instants of the log.
 
         Each new memory gets a key of its own, stored in the same transaction; the keys
-        of ``erase`` are destroyed in it. If any idempotency key was claimed before,
-        nothing is appended and the earlier claims are returned, for the caller to compare.
+        of ``erase`` are destroyed in it. ``then(sql, previous_head)`` runs last, in the
+        same transaction (the ledger folds its projections there: one commit, one fsync).
+        If any idempotency key was claimed before, nothing is appended and the earlier
+        claims are returned, for the caller to compare.
         """
         with translated_errors(conflicts=True), self.backend.write() as sql:
             earlier = [self._claimed(sql, c.namespace, c.key) for c in idempotency]
@@ -119,6 +122,8 @@ class EventLog:
             self.keyring.destroy(sql, erase)
             for claim in idempotency:
                 self._claim(sql, claim)
+            if then is not None:
+                then(sql, tip.position)
             self.backend.notify(sql)
             return AppendResult(events=tuple(events))
 

@@ -172,6 +172,7 @@ class PostgresBackend(Backend):
     """A ledger in a PostgreSQL database (and schema)."""
 
     dialect = "postgresql"
+    tracking_table = "erstwhile_tracking"
 
     def __init__(self, url: str) -> None:
         self.url = url

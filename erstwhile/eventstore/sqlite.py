@@ -147,6 +147,7 @@ class SQLiteBackend(Backend):
     """A ledger in one SQLite file."""
 
     dialect = "sqlite"
+    tracking_table = "tracking"
 
     def __init__(self, path: str) -> None:
         self.url = f"sqlite:///{path}"

@@ -102,6 +102,7 @@ class LedgerCore:
         self.actor = actor
         self._clock = clock
         self.sync_projections = sync_projections
+        self._folded = False
         self.runner = ProjectionRunner(log, core_projections(log.backend.dialect))
         self.reader = MemoryReader(namespace)
         self.search_index = SearchProjection(log.backend.dialect)
@@ -208,12 +209,18 @@ class LedgerCore:
             namespace=self.namespace,
             now=self.now(),
             erase=erase,
+            then=self._fold_in_append,
         )
         self._after_append(result.position)
 
+    def _fold_in_append(self, sql: Sql, previous_head: int) -> None:
+        """Fold a write into the projections inside its own transaction when in sync."""
+        self._folded = self.sync_projections and self.runner.fold_appended(sql, previous_head)
+
     def _after_append(self, position: int) -> None:
-        """Read your own writes: fold the log up to this write before returning."""
-        if self.sync_projections:
+        """Read your own writes: fold the log up to this write before returning (unless
+        the append already folded it in its own transaction)."""
+        if self.sync_projections and not self._folded:
             self.runner.catch_up(until=position)
 
     def wait_for(self, position: int | None = None, timeout: float = 10.0) -> int:

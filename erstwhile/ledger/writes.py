@@ -25,7 +25,7 @@ from erstwhile.domain.events import (
 from erstwhile.domain.ids import uuid7
 from erstwhile.domain.memory import Memory, State
 from erstwhile.domain.time import Instant, optional_utc, to_micros
-from erstwhile.domain.writes import WritePlan, plan_writes
+from erstwhile.domain.writes import Existing, WritePlan, plan_writes
 from erstwhile.eventstore import (
     IdempotencyClaim,
     Sql,
@@ -55,16 +55,18 @@ class WriteCommands(LedgerCore):
         replay = self._idempotent_replay(plans)
         if replay is not None:
             return replay
-        if self.sync_projections or any(p.supersedes or p.policy != "propose" for p in plans):
-            self.runner.catch_up()
         now = self.now()
-        with translated_errors(), self.log.backend.read() as sql:
-            plans = [self._apply_policy(sql, plan, now) for plan in plans]
-            olders = {
-                older_id: self.reader.state(sql, older_id).existing
-                for plan in plans
-                for older_id in plan.supersedes
-            }
+        olders: dict[UUID, Existing] = {}
+        if any(p.supersedes or p.policy != "propose" for p in plans):
+            # Validate against the memories touched, as the whole log now says.
+            self.runner.catch_up()
+            with translated_errors(), self.log.backend.read() as sql:
+                plans = [self._apply_policy(sql, plan, now) for plan in plans]
+                olders = {
+                    older_id: self.reader.state(sql, older_id).existing
+                    for plan in plans
+                    for older_id in plan.supersedes
+                }
         ids = [uuid7(now, os.urandom(10)) for _ in plans]
         claims = [
             IdempotencyClaim(self.namespace, plan.idempotency_key, plan.fingerprint, new_id)
@@ -78,7 +80,12 @@ class WriteCommands(LedgerCore):
             return built
 
         result = self.log.append(
-            build, actor=self.actor, namespace=self.namespace, now=now, idempotency=claims
+            build,
+            actor=self.actor,
+            namespace=self.namespace,
+            now=now,
+            idempotency=claims,
+            then=self._fold_in_append,
         )
         if result.replayed:
             return self._replayed(plans, result.replayed)

@@ -94,12 +94,12 @@ class ProjectionRunner:
     def positions(self) -> dict[str, int]:
         """Return each projection's tracked position."""
         with translated_errors(), self.backend.read() as sql:
-            return {p.name: self._tracked(sql, p) for p in self.projections}
+            return self._all_tracked(sql)
 
     def lag(self) -> tuple[int, int]:
         """Return the lowest tracked position and the head of the log, from one snapshot."""
         with translated_errors(), self.backend.read() as sql:
-            lowest = min((self._tracked(sql, p) for p in self.projections), default=0)
+            lowest = min(self._all_tracked(sql).values(), default=0)
             return lowest, self.log.tip(sql).position
 
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
@@ -120,9 +120,20 @@ class ProjectionRunner:
                     progress(projection.name, lowest, target)
         return lowest
 
+    def fold_appended(self, sql: Sql, previous_head: int) -> bool:
+        """Inside an append's transaction, fold what it just wrote, but only when every
+        projection had already applied the log up to ``previous_head``: a lagging
+        projection is left to the catch-up after the commit, keeping appends short."""
+        if min(self._all_tracked(sql).values(), default=0) < previous_head:
+            return False
+        head = self.log.tip(sql).position
+        while self.apply_batch(sql) < head:
+            pass
+        return True
+
     def apply_batch(self, sql: Sql) -> int:
         """Apply the next batch inside ``sql``'s transaction; return the lowest position."""
-        tracked = {p.name: self._tracked(sql, p) for p in self.projections}
+        tracked = self._all_tracked(sql)
         start = min(tracked.values(), default=0)
         records = self.log.read(sql, EventFilter(after=start), limit=self.batch)
         target = self.shadow.wrap(sql) if self.shadow else sql
@@ -192,6 +203,12 @@ class ProjectionRunner:
 
     def _tracking_name(self, projection: Projection) -> str:
         return projection.name + (self.shadow.suffix if self.shadow else "")
+
+    def _all_tracked(self, sql: Sql) -> dict[str, int]:
+        """Each projection's position (keyed by projection name), in one query."""
+        names = {self._tracking_name(p): p.name for p in self.projections}
+        found = self.backend.tracked_positions(sql, list(names))
+        return {names[tracking]: position for tracking, position in found.items()}
 
     def _tracked(self, sql: Sql, projection: Projection) -> int:
         return self.backend.tracked_position(sql, self._tracking_name(projection))
