@@ -43,7 +43,16 @@ class WriteCommands(LedgerCore):
     """remember, remember_many, revise, archive, forget."""
 
     def remember(self, content: str, **arguments: Any) -> Memory:
-        """Assert a new memory (optionally superseding others); return it."""
+        """Assert a new memory (optionally superseding others); return it.
+
+        Keyword arguments: ``kind`` (default ``"fact"``), ``subject``, ``attribute``,
+        ``value`` (JSON), ``entities``, ``valid_from``, ``valid_until``, ``occurred_at``,
+        ``confidence`` (0..1, default 1.0), ``evidence``, ``extractor_id``,
+        ``extracted_at``, ``metadata`` (a JSON object), ``supersedes`` (ids replaced at
+        this memory's ``valid_from``), ``policy`` (``"propose"`` or ``"timestamp_wins"``),
+        ``idempotency_key`` and ``observed_position``. Instants are aware datetimes or ISO
+        8601 text with an offset. Anything else is refused with ``ValidationError``.
+        """
         return self.remember_many([{"content": content, **arguments}])[0]
 
     def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[Memory]:
