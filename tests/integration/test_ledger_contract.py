@@ -363,3 +363,11 @@ def test_a_naive_clock_is_refused(open_ledger: OpenLedger) -> None:
 def test_ledger_is_a_context_manager(store_url: str) -> None:
     with Ledger.open(store_url, actor="ctx") as ledger:
         assert isinstance(ledger.remember("x").id, UUID)
+
+
+def test_the_default_clock_follows_freezegun(store_url: str) -> None:
+    from freezegun import freeze_time
+
+    with freeze_time("2026-05-01T12:00:00Z"), Ledger.open(store_url, actor="frozen") as ledger:
+        memory = ledger.remember("frozen in time")
+        assert memory.recorded_at == datetime(2026, 5, 1, 12, tzinfo=UTC) == memory.valid_from
