@@ -1,7 +1,8 @@
 """The ``erstwhile`` command line.
 
 Each command parses its options, calls one ledger method and formats the answer.
-Errors print one line on stderr: exit 1 for user errors, 2 for usage, 3 for conflicts.
+Errors print one line on stderr: exit 1 for user errors (and files that cannot be read or
+written), 2 for usage, 3 for conflicts.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated
 import typer
 from typer.exceptions import TyperException
 
-from erstwhile.cli import reads, writes
+from erstwhile.cli import reads, recall, timeline, transfer, writes
 from erstwhile.cli.audit import audit_app
 from erstwhile.cli.context import Settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
@@ -31,8 +32,16 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for command in (*writes.COMMANDS, *reads.COMMANDS):
+for command in (
+    *writes.COMMANDS,
+    *reads.COMMANDS,
+    *recall.COMMANDS,
+    timeline.timeline,
+    *transfer.COMMANDS,
+):
     app.command()(command)
+app.command("import")(transfer.import_)
+app.add_typer(recall.proposals_app, name="proposals")
 app.add_typer(audit_app, name="audit")
 app.add_typer(projections_app, name="projections")
 
@@ -116,6 +125,8 @@ def main() -> None:
         # point stdout at /dev/null so the interpreter's final flush cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    except OSError as error:  # a file named on the command line (export, import, --svg)
+        fail(f"{error.filename}: {error.strerror}" if error.filename else str(error), 1)
     sys.exit(result if isinstance(result, int) else 0)
 
 

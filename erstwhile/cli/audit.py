@@ -8,8 +8,17 @@ from typing import Annotated
 import typer
 
 from erstwhile.cli.context import open_ledger, settings
-from erstwhile.cli.output import console, dump, event_table, print_json
+from erstwhile.cli.output import (
+    console,
+    dump,
+    errors,
+    event_table,
+    print_json,
+    show_instant,
+    show_memories,
+)
 from erstwhile.cli.params import time_option
+from erstwhile.domain.errors import ErstwhileError
 
 audit_app = typer.Typer(
     help="Read the append-only log: who wrote what, and when.", no_args_is_help=True
@@ -50,3 +59,45 @@ def log(
         print_json(dump(events))
     else:
         console.print(event_table(events))
+
+
+@audit_app.command("verify")
+def verify(ctx: typer.Context) -> None:
+    """Recompute the hash chain over the whole log; fail at the first broken link."""
+    with open_ledger(ctx) as ledger:
+        report = ledger.verify()
+    if not report.ok:
+        raise ErstwhileError(f"hash chain broken at position {report.first_break}")
+    if settings(ctx).json:
+        print_json(dump(report))
+    else:
+        console.print(f"Hash chain intact: {report.checked} events checked.")
+
+
+@audit_app.command("replay")
+def replay(
+    ctx: typer.Context,
+    known_at: Annotated[datetime, time_option("Rebuild the ledger as it stood at this instant")],
+    subject: Annotated[
+        str, typer.Option(metavar="TEXT", help="Whose facts to show.", show_default=False)
+    ],
+    attribute: Annotated[
+        str | None, typer.Option(metavar="TEXT", help="Only this property.")
+    ] = None,
+    as_of: Annotated[
+        datetime | None, time_option("What was true at this valid time (default: --known-at)")
+    ] = None,
+) -> None:
+    """Replay the log up to --known-at into a scratch store and show --subject's facts there.
+
+    Unlike `facts --known-at`, which reads the projections, this rebuilds them from the log.
+    """
+    with open_ledger(ctx) as ledger:
+        with errors.status(f"Replaying the log up to {show_instant(known_at)}…"):
+            past = ledger.replay(known_at=known_at)
+        with past:
+            found = past.facts(subject, attribute, as_of=as_of)
+    about = f"{subject} {attribute}" if attribute else subject
+    when = f" as of {show_instant(as_of)}" if as_of else ""
+    title = f"Facts about {about}{when}, replayed as known at {show_instant(known_at)}"
+    show_memories(settings(ctx).json, title, found)

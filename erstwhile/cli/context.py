@@ -18,9 +18,17 @@ class Settings:
     actor: str | None = None
     json: bool = False
 
-    def open(self) -> Ledger:
-        """Open the ledger these options name (a URL, a bare SQLite path, or the default)."""
-        return Ledger.open(self.db, namespace=self.namespace, actor=self.actor)
+    def open(self, *, sync_projections: bool = True) -> Ledger:
+        """Open the ledger these options name (a URL, a bare SQLite path, or the default).
+
+        ``sync_projections=False`` opens it to append only, for a projection follower.
+        """
+        return Ledger.open(
+            self.db,
+            namespace=self.namespace,
+            actor=self.actor,
+            sync_projections=sync_projections,
+        )
 
 
 def settings(ctx: typer.Context) -> Settings:
@@ -29,6 +37,6 @@ def settings(ctx: typer.Context) -> Settings:
     return found if found is not None else Settings()
 
 
-def open_ledger(ctx: typer.Context) -> Ledger:
+def open_ledger(ctx: typer.Context, *, sync_projections: bool = True) -> Ledger:
     """Open the ledger the global options name; use it in a ``with`` block."""
-    return settings(ctx).open()
+    return settings(ctx).open(sync_projections=sync_projections)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from pydantic import BaseModel
@@ -17,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from erstwhile.domain.memory import Memory
-from erstwhile.domain.views import LoggedEvent
+from erstwhile.domain.views import Conflict, Hit, LoggedEvent, Proposal
 
 ID_WIDTH = 36
 """The width of a memory id: columns that show one never fold it."""
@@ -47,6 +48,15 @@ def show_instant(instant: datetime | None) -> str:
     return instant.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
+def show_url(url: str) -> str:
+    """Format a store URL for output, its password (if any) masked."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 def show_value(value: Any) -> str:
     """Format a claim's value: text as it is, anything else as JSON."""
     if value is None:
@@ -74,6 +84,57 @@ def memory_table(title: str, memories: Sequence[Memory], *, ids: bool = False) -
             content.append(f"\n{memory.id}", style="dim")
         cells = [show_value(memory.value), show_window(memory), memory.state]
         table.add_row(content, *(Text(str(cell)) for cell in cells))
+    return table
+
+
+def hit_table(title: str, hits: Sequence[Hit]) -> Table:
+    """Return a table of search hits: tier, score, then the memory as in a listing."""
+    table = Table(title=escape(title), title_justify="left")
+    table.add_column("tier", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("content", overflow="fold", width=ID_WIDTH)
+    for column in ("value", "valid window", "state"):
+        table.add_column(column, overflow="fold")
+    for hit in hits:
+        memory = hit.memory
+        content = Text(memory.content)
+        content.append(f"\n{memory.id}", style="dim")
+        cells = [show_value(memory.value), show_window(memory), memory.state]
+        table.add_row(hit.tier, f"{hit.score:.3f}", content, *(Text(str(c)) for c in cells))
+    table.caption = None if hits else "no matches"
+    return table
+
+
+def proposal_table(proposals: Sequence[Proposal]) -> Table:
+    """Return a table of open proposals: which newer memory would supersede which older."""
+    table = Table(title="Open proposals: newer would supersede older", title_justify="left")
+    table.add_column("proposal", overflow="fold", width=ID_WIDTH)
+    for column in ("newer", "older"):
+        table.add_column(column, overflow="fold")
+    table.add_column("confidence", justify="right")
+    for proposal in proposals:
+        ids = (proposal.id, proposal.newer_id, proposal.older_id)
+        table.add_row(*(str(i) for i in ids), f"{proposal.confidence:.2f}")
+    table.caption = None if proposals else "none"
+    return table
+
+
+def conflict_table(conflict: Conflict) -> Table:
+    """Return one contradiction: its members, the highest-confidence one starred."""
+    title = (
+        f"{conflict.subject} {conflict.attribute}: {len(conflict.members)} claims disagree "
+        f"(resolution: {conflict.resolution.replace('_', ' ')})"
+    )
+    table = Table(title=escape(title), title_justify="left", caption="★ highest confidence")
+    table.add_column("content", overflow="fold", width=ID_WIDTH)
+    for column in ("value", "valid window", "confidence"):
+        table.add_column(column, overflow="fold")
+    for memory in conflict.members:
+        content = Text(memory.content)
+        content.append(f"\n{memory.id}", style="dim")
+        star = " ★" if memory.id == conflict.highest_confidence.id else ""
+        cells = [show_value(memory.value), show_window(memory), f"{memory.confidence:.2f}{star}"]
+        table.add_row(content, *(Text(cell) for cell in cells))
     return table
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -10,11 +12,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from erstwhile.cli.context import open_ledger, settings
-from erstwhile.cli.output import console, errors, print_json, status_table
+from erstwhile.cli.output import console, errors, print_json, show_url, status_table
 from erstwhile.projections.base import Progress as ProgressCallback
 
 projections_app = typer.Typer(
-    help="Inspect and rebuild the read models folded from the log.", no_args_is_help=True
+    help="Inspect, rebuild and follow the read models folded from the log.", no_args_is_help=True
 )
 
 
@@ -66,7 +68,61 @@ def status(ctx: typer.Context) -> None:
     with open_ledger(ctx) as ledger:
         positions = ledger.runner.positions()
         head = ledger.head()
-    if settings(ctx).json:
+    show_status(settings(ctx).json, head, positions)
+
+
+def show_status(as_json: bool, head: int, positions: dict[str, int]) -> None:
+    """Print the log's head and each projection's position."""
+    if as_json:
         print_json({"head": head, "projections": positions})
     else:
         console.print(status_table(head, positions))
+
+
+@projections_app.command("run")
+def run(
+    ctx: typer.Context,
+    poll: Annotated[
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            min=0.01,
+            help="Longest wait between looks for new events (PostgreSQL wakes on each commit).",
+        ),
+    ] = 0.5,
+    once: Annotated[
+        bool, typer.Option("--once", help="Catch up with the log once, then stop.")
+    ] = False,
+) -> None:
+    """Keep the projections current for writers that only append, until stopped.
+
+    Writers opened with sync_projections=False leave folding to this follower; it applies
+    new events as they are committed, until Ctrl-C or SIGTERM.
+    """
+    with open_ledger(ctx, sync_projections=False) as ledger:
+        if once:
+            ledger.runner.catch_up()
+        else:
+            with stop_on_signals() as stop:
+                errors.print(
+                    f"Following {show_url(ledger.url)}; Ctrl-C stops.",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                ledger.follow(stop=stop, poll=poll)
+        positions = ledger.runner.positions()
+        head = ledger.head()
+    show_status(settings(ctx).json, head, positions)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """Yield an event that SIGINT or SIGTERM sets; restore the old handlers after."""
+    stop = threading.Event()
+    caught = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda *_: stop.set()) for number in caught}
+    try:
+        yield stop
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -29,6 +29,7 @@ from erstwhile.cli.params import (
     given,
     time_option,
 )
+from erstwhile.ledger import Policy
 
 Content = Annotated[
     str, typer.Argument(metavar="CONTENT", help="The claim in words.", show_default=False)
@@ -57,6 +58,18 @@ def remember(
         typer.Option(metavar="ID", help="A memory the new one replaces at its start (repeatable)."),
     ] = None,
     idempotency_key: IdempotencyOpt = None,
+    policy: Annotated[
+        Policy | None,
+        typer.Option(
+            metavar="POLICY",
+            help="propose (default): suggest supersessions for review; timestamp_wins: "
+            "supersede every older claim that clears the bar.",
+        ),
+    ] = None,
+    observed_position: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="The log position the writer had read up to (causality)."),
+    ] = None,
 ) -> None:
     """Remember a claim: assert a new memory, optionally superseding others."""
     fields = given(**locals())  # each option is named as the ledger's argument it feeds

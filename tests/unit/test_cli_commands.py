@@ -31,6 +31,9 @@ def test_the_tree_has_at_least_the_commands_of_this_version() -> None:
     expected = {"remember", "revise", "archive", "forget", "get", "history", "chain", "facts"}
     expected |= {"audit", "audit log", "projections", "projections rebuild"}
     expected |= {"projections status", "demo"}
+    expected |= {"search", "conflicts", "proposals", "proposals accept", "proposals reject"}
+    expected |= {"audit verify", "audit replay", "projections run", "timeline"}
+    expected |= {"export", "import"}
     assert {f"erstwhile {name}" for name in expected} <= names
 
 
@@ -51,3 +54,9 @@ def test_every_command_is_documented_in_the_reference() -> None:
 def test_remember_offers_every_field_of_a_claim() -> None:
     remember = commands_by_name()["erstwhile remember"]
     assert set(MemoryDraft.model_fields) <= {param.name for param in remember.params}
+
+
+def test_remember_offers_the_write_options_beyond_the_claim() -> None:
+    remember = commands_by_name()["erstwhile remember"]
+    options = {"supersedes", "idempotency_key", "policy", "observed_position"}
+    assert options <= {param.name for param in remember.params}

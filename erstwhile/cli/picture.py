@@ -1,0 +1,212 @@
+"""How a timeline is drawn: blocks in the terminal with rich, or an SVG document.
+
+Both pictures share one valid-time axis across and one row per version down, oldest
+recorded first. A bar that reaches the right edge is open-ended.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from html import escape
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from erstwhile.cli.output import show_instant
+
+if TYPE_CHECKING:
+    from erstwhile.cli.timeline import Rectangle
+
+STYLES = {
+    "current": "green",
+    "superseded": "yellow",
+    "archived": "blue",
+    "forgotten": "red",
+    "erased": "grey50",
+}
+COLOURS = {
+    "current": "#2e7d32",
+    "superseded": "#f9a825",
+    "archived": "#1565c0",
+    "forgotten": "#c62828",
+    "erased": "#9e9e9e",
+}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The common valid-time axis: ``start`` at the left edge, ``end`` at the right.
+
+    ``marks`` are the window boundaries the versions have, in order.
+    """
+
+    start: datetime
+    end: datetime
+    marks: tuple[datetime, ...]
+
+    @classmethod
+    def spanning(cls, rectangles: Sequence[Rectangle]) -> Axis:
+        """Span every known boundary, with room on the right so open windows stand out."""
+        marks = sorted({t for r in rectangles for t in (r.valid_from, r.valid_until) if t})
+        low, high = (marks[0], marks[-1]) if marks else (rectangles[0].recorded_from,) * 2
+        span = max(high - low, timedelta(days=1))
+        return cls(low, low + span + span / 8, tuple(marks))
+
+    def fraction(self, instant: datetime | None, *, missing: float) -> float:
+        """Where ``instant`` falls, from 0 (left) to 1 (right); ``missing`` when None."""
+        if instant is None:
+            return missing
+        return min(1.0, max(0.0, (instant - self.start) / (self.end - self.start)))
+
+    def cells(self, rectangle: Rectangle, width: int) -> tuple[int, int]:
+        """Return the half-open range of ``width`` cells a version's window covers."""
+        left = self.fraction(rectangle.valid_from, missing=0.0)
+        right = self.fraction(rectangle.valid_until, missing=1.0)
+        start = min(round(left * width), width - 1)
+        return start, max(round(right * width), start + 1)
+
+
+def kind_of(rectangle: Rectangle) -> str:
+    """The legend entry of a version: its state, or ``erased``."""
+    return "erased" if rectangle.erased else rectangle.state
+
+
+def draw(title: str, rectangles: Sequence[Rectangle], axis: Axis | None, width: int) -> Group:
+    """Return the terminal picture: one row per version, its bar on the common axis."""
+    bar_width = max(20, min(60, width - 100))
+    table = Table(title=title, title_justify="left")
+    table.add_column("recorded (from → until)", overflow="fold")
+    table.add_column(ruler(axis, bar_width) if axis else "valid time", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("state", no_wrap=True)
+    for rectangle in rectangles:
+        assert axis is not None  # there is an axis whenever there are versions
+        table.add_row(
+            recorded(rectangle),
+            bar(rectangle, axis, bar_width),
+            Text(rectangle.label, style="dim" if rectangle.erased else ""),
+            Text(rectangle.state, style=STYLES[kind_of(rectangle)]),
+        )
+    table.caption = None if rectangles else "no memories"
+    return Group(table, legend())
+
+
+def recorded(rectangle: Rectangle) -> str:
+    """Format the recorded interval of a version."""
+    until = rectangle.recorded_until
+    return f"{show_instant(rectangle.recorded_from)} → {show_instant(until) if until else 'now'}"
+
+
+def bar(rectangle: Rectangle, axis: Axis, width: int) -> Text:
+    """Return a version's bar: blocks over its valid window, blank elsewhere."""
+    start, stop = axis.cells(rectangle, width)
+    glyph = "░" if rectangle.erased else "█"
+    text = Text(" " * start)
+    text.append(glyph * (stop - start), style=STYLES[kind_of(rectangle)])
+    text.append(" " * (width - stop))
+    return text
+
+
+def ruler(axis: Axis, width: int) -> Text:
+    """Return the axis header: boundary labels where they fit, a tick under each."""
+    labels, ticks = [" "] * width, [" "] * width
+    free = 0
+    for mark in axis.marks:
+        column = min(round(axis.fraction(mark, missing=0.0) * width), width - 1)
+        ticks[column] = "╷"
+        label = show_instant(mark)
+        at = min(column, width - len(label))
+        if at >= free:
+            labels[at : at + len(label)] = label
+            free = at + len(label) + 1
+    return Text("".join(labels).rstrip() + "\n" + "".join(ticks))
+
+
+def legend() -> Text:
+    """Return the key of the colours, and how to read the picture."""
+    text = Text("valid time across, recorded time down; a bar reaching the edge is open.\n")
+    for name, style in STYLES.items():
+        text.append("░" if name == "erased" else "█", style=style)
+        text.append(f" {name}  ")
+    return text
+
+
+ROW, TOP, LEFT, CHART, RIGHT = 26, 72, 320, 440, 260
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """Return text safe inside an XML element or attribute: entities for & < > " ',
+    and without the control characters XML 1.0 cannot hold at all."""
+    return escape(_NOT_XML.sub("\ufffd", text))
+
+
+def svg_document(title: str, rectangles: Sequence[Rectangle], axis: Axis | None) -> str:
+    """Return the picture as a standalone SVG document; every text is XML-escaped."""
+    width = LEFT + CHART + RIGHT
+    height = TOP + ROW * max(len(rectangles), 1) + 56
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f"<title>{xml_text(title)}</title>",
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="10" y="22" font-size="16" font-weight="bold">{xml_text(title)}</text>',
+        f'<text x="10" y="{TOP - 8}" fill="#555">recorded (from → until) ↓</text>',
+        *(svg_marks(axis, height) if axis else []),
+    ]
+    for row, rectangle in enumerate(rectangles):
+        assert axis is not None  # there is an axis whenever there are versions
+        parts += svg_row(rectangle, axis, TOP + row * ROW)
+    if not rectangles:
+        parts.append(f'<text x="{LEFT}" y="{TOP + 17}" fill="#555">no memories</text>')
+    parts += svg_legend(height - 24)
+    return "\n".join([*parts, "</svg>", ""])
+
+
+def svg_marks(axis: Axis, height: int) -> list[str]:
+    """Return a dashed line at each window boundary, labelled where labels fit."""
+    parts = [f'<text x="{LEFT}" y="42" fill="#555">valid time →</text>']
+    free = 0.0
+    for mark in axis.marks:
+        x = LEFT + axis.fraction(mark, missing=0.0) * CHART
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{height - 44}" '
+            'stroke="#ccc" stroke-dasharray="3,3"/>'
+        )
+        label = show_instant(mark)
+        if x >= free:
+            parts.append(f'<text x="{x:.1f}" y="{TOP - 8}" fill="#555">{xml_text(label)}</text>')
+            free = x + 7 * len(label)
+    return parts
+
+
+def svg_row(rectangle: Rectangle, axis: Axis, y: int) -> list[str]:
+    """Return one version: its recorded interval, its bar and its label."""
+    left = LEFT + axis.fraction(rectangle.valid_from, missing=0.0) * CHART
+    right = LEFT + axis.fraction(rectangle.valid_until, missing=1.0) * CHART
+    colour = COLOURS[kind_of(rectangle)]
+    tip = f"{rectangle.memory_id}: {rectangle.label} ({rectangle.state})"
+    return [
+        f'<text x="10" y="{y + 17}">{xml_text(recorded(rectangle))}</text>',
+        f'<rect x="{left:.1f}" y="{y + 4}" width="{max(right - left, 2):.1f}" '
+        f'height="{ROW - 8}" rx="3" fill="{colour}">'
+        f"<title>{xml_text(tip)}</title></rect>",
+        f'<text x="{LEFT + CHART + 10}" y="{y + 17}">'
+        f"{xml_text(rectangle.label)} — {xml_text(rectangle.state)}</text>",
+    ]
+
+
+def svg_legend(y: int) -> list[str]:
+    """Return the key of the colours along the bottom."""
+    parts = []
+    for index, (name, colour) in enumerate(COLOURS.items()):
+        x = 10 + index * 110
+        parts.append(f'<rect x="{x}" y="{y}" width="12" height="12" fill="{colour}"/>')
+        parts.append(f'<text x="{x + 18}" y="{y + 11}">{name}</text>')
+    return parts

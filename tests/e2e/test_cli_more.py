@@ -1,0 +1,276 @@
+"""End to end: search, curation, audit, transfer, the follower and the timeline.
+
+The same harness as test_cli.py: each call is a fresh ``erstwhile`` process (about a
+second), and calls that do not depend on each other run side by side. The stores these
+commands read are arranged in-process with the library, whose writes test_cli.py
+already drives through the command line; what each test checks runs as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import sqlite3
+import subprocess
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from erstwhile import Conflict, Hit, Ledger, Memory, Proposal
+from tests.e2e.test_cli import ERSTWHILE, Result, failed_cleanly, run, run_all
+
+DB = ["--db", "move.db"]
+OCTOBER = ["--as-of", "2026-10-01"]  # after the last move, whatever the wall clock says
+
+
+def values(memories: list[dict[str, Any]]) -> list[Any]:
+    return [memory["value"] for memory in memories]
+
+
+@dataclass(frozen=True)
+class Move:
+    """Supabase, then AWS from July, then GCP from September; and Oracle, tried in May
+    and forgotten. Recorded once in ``move.db``."""
+
+    cwd: Path
+    supabase: Memory
+    aws: Memory
+    gcp: Memory
+
+    def run_all(self, *commands: list[str]) -> list[Result]:
+        """Run commands side by side on ``move.db`` (unless one names its own --db)."""
+        return run_all(self.cwd, *(c if c[0] == "--db" else DB + c for c in commands))
+
+
+@pytest.fixture(scope="module")
+def move(tmp_path_factory: pytest.TempPathFactory) -> Move:
+    cwd = tmp_path_factory.mktemp("move")
+    claim = {"subject": "team", "attribute": "database"}
+    with Ledger.open(cwd / "move.db", actor="tester") as ledger:
+        supabase = ledger.remember(
+            "The team uses Supabase", value="Supabase", valid_from="2026-03-01T00:00:00Z", **claim
+        )
+        oracle = ledger.remember(
+            "The team tried Oracle", kind="decision", value="Oracle",
+            valid_from="2026-05-01T00:00:00Z", valid_until="2026-06-01T00:00:00Z", **claim,
+        )  # fmt: skip
+        aws = ledger.revise(
+            supabase.id, "The team moved to AWS", value="AWS", at="2026-07-01T00:00:00Z"
+        )
+        ledger.forget(oracle.id)
+        gcp = ledger.revise(aws.id, "The team moved to GCP", value="GCP", at="2026-09-01T00:00:00Z")
+    return Move(cwd, supabase, aws, gcp)
+
+
+def test_search_finds_what_is_true_and_with_history_the_rest_a_tier_below(move: Move) -> None:
+    history, table = move.run_all(
+        ["--json", "search", "--subject", "team", "--attribute", "database", "--history", *OCTOBER],
+        ["search", "GCP", "--subject", "team", "--kind", "fact", "--limit", "5", *OCTOBER],
+    )  # fmt: skip
+    assert all(set(hit) == {"memory", "score", "tier"} for hit in history.json())
+    hits = [Hit.model_validate(hit) for hit in history.json()]
+    assert (hits[0].memory.value, hits[0].tier) == ("GCP", "current")
+    assert {(h.memory.value, h.tier) for h in hits[1:]} == {
+        ("AWS", "historical"),
+        ("Supabase", "historical"),
+    }
+    assert "Oracle" not in history.stdout  # forgotten: not even history
+    assert table.code == 0 and str(move.gcp.id) in table.stdout
+    assert "historical" not in table.stdout and "Supabase" not in table.stdout
+
+
+def test_audit_verify_passes_and_names_the_first_broken_link(move: Move) -> None:
+    with (
+        sqlite3.connect(move.cwd / "move.db") as source,
+        sqlite3.connect(move.cwd / "tampered.db") as copy,
+    ):
+        source.backup(copy)
+        copy.execute("DROP TRIGGER erstwhile_events_no_update")
+        copy.execute("UPDATE erstwhile_events SET actor = 'mallory' WHERE position = 2")
+    intact, broken = move.run_all(
+        ["audit", "verify"], ["--db", "tampered.db", "--json", "audit", "verify"]
+    )
+    assert intact.code == 0 and "intact: 7 events checked" in intact.stdout
+    assert failed_cleanly(broken, 1)
+    assert broken.stderr == "error: hash chain broken at position 2\n"
+
+
+def test_audit_replay_answers_as_the_ledger_stood_then(move: Move) -> None:
+    before_gcp = move.aws.recorded_at.isoformat()
+    replayed, table = move.run_all(
+        ["--json", "audit", "replay", "--known-at", before_gcp, "--subject", "team",
+         "--attribute", "database", *OCTOBER],
+        ["audit", "replay", "--known-at", before_gcp, "--subject", "team", "--as-of", "2026-03-15"],
+    )  # fmt: skip
+    assert values(replayed.json()) == ["AWS"]  # GCP was not known yet
+    assert table.code == 0 and "Supabase" in table.stdout and "replayed" in table.stdout
+    assert table.stderr == ""  # the spinner shows on terminals only
+
+
+def test_export_then_import_gives_the_same_answers(move: Move) -> None:
+    exported, to_stdout = move.run_all(
+        ["--json", "export", "--output", "move.jsonl"], ["export", "--all-namespaces"]
+    )
+    assert exported.json() == {"exported": 7, "output": "move.jsonl"}
+    lines = (move.cwd / "move.jsonl").read_text().splitlines()
+    assert to_stdout.stdout.splitlines() == lines
+    assert [json.loads(line)["type"] for line in lines].count("Asserted") == 4
+    imported = run(move.cwd, "--db", "copy.db", "--json", "import", "move.jsonl")
+    assert imported.json()["imported"] == 7
+    known = move.aws.recorded_at.isoformat()
+    questions = {
+        ("team", "database", "2026-10-01", None): ["team", "database", *OCTOBER],
+        ("team", None, "2026-03-15", None): ["team", "--as-of", "2026-03-15"],
+        ("team", None, "2026-10-01", known): ["team", *OCTOBER, "--known-at", known],
+    }
+    *copied, twice, missing = move.run_all(
+        *(["--db", "copy.db", "--json", "facts", *args] for args in questions.values()),
+        ["--db", "copy.db", "import", "move.jsonl"],
+        ["--db", "fresh.db", "import", "no-such-file.jsonl"],
+    )
+    with Ledger.open(move.cwd / "move.db") as original:
+        answers = [
+            [m.model_dump(mode="json") for m in original.facts(
+                subject, attribute, as_of=f"{as_of}T00:00:00Z", known_at=known_at)]
+            for subject, attribute, as_of, known_at in questions
+        ]  # fmt: skip
+    assert [a.json() for a in copied] == answers
+    assert [values(a.json()) for a in copied] == [["GCP"], ["Supabase"], ["AWS"]]
+    assert failed_cleanly(twice, 1) and "empty store" in twice.stderr
+    assert failed_cleanly(missing, 1) and not (move.cwd / "fresh.db").exists()
+
+
+def test_timeline_draws_every_version_and_writes_svg(move: Move) -> None:
+    drawn, as_json = move.run_all(
+        ["timeline", "team"], ["--json", "timeline", "team", "database", "--svg", "move.svg"]
+    )
+    assert drawn.code == 0, drawn.stderr
+    assert all(word in drawn.stdout for word in ("Supabase", "AWS", "GCP", "Oracle"))
+    assert "forgotten" in drawn.stdout and "superseded" in drawn.stdout
+    rectangles = as_json.json()
+    assert [r["recorded_from"] for r in rectangles] == sorted(
+        r["recorded_from"] for r in rectangles
+    )
+    assert [(r["label"], r["state"]) for r in rectangles] == [
+        ("Supabase", "current"),
+        ("Oracle", "current"),
+        ("Supabase", "superseded"),
+        ("AWS", "current"),
+        ("Oracle", "forgotten"),
+        ("AWS", "superseded"),
+        ("GCP", "current"),
+    ]
+    root = ElementTree.parse(move.cwd / "move.svg").getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    texts = {"".join(node.itertext()) for node in root.iter()}
+    assert {"Supabase — superseded", "GCP — current", "Oracle — forgotten"} <= texts
+
+
+def test_projections_run_once_and_until_stopped(move: Move) -> None:
+    follower = subprocess.Popen(
+        [str(ERSTWHILE), *DB, "--json", "projections", "run", "--poll", "0.05"],
+        cwd=move.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert follower.stderr is not None
+    assert follower.stderr.readline().startswith("Following")  # its signal handlers are set
+    (once,) = move.run_all(["--json", "projections", "run", "--once"])
+    follower.send_signal(signal.SIGTERM)
+    stdout, stderr = follower.communicate(timeout=30)
+    assert follower.returncode == 0, stderr
+    for status in (once.json(), json.loads(stdout)):
+        assert set(status["projections"].values()) == {status["head"]}
+
+
+@dataclass(frozen=True)
+class Offices:
+    """Two subjects whose newer claim clears the bar: two open proposals."""
+
+    cwd: Path
+    paris: Memory
+    berlin: Memory
+    supabase: Memory
+    aws: Memory
+
+
+@pytest.fixture
+def offices(tmp_path: Path) -> Offices:
+    city = {"subject": "office", "attribute": "city"}
+    database = {"subject": "team", "attribute": "database"}
+    with Ledger.open(tmp_path / "erstwhile.db", actor="tester") as ledger:
+        return Offices(
+            tmp_path,
+            ledger.remember(
+                "Office in Paris", value="Paris", valid_from="2026-01-01T00:00:00Z", **city
+            ),
+            ledger.remember(
+                "Office in Berlin", value="Berlin", valid_from="2026-06-01T00:00:00Z", **city
+            ),
+            ledger.remember(
+                "Uses Supabase", value="Supabase", valid_from="2026-03-01T00:00:00Z", **database
+            ),
+            ledger.remember("Uses AWS", value="AWS", valid_from="2026-07-01T00:00:00Z", **database),
+        )
+
+
+def test_conflicts_and_proposals_accept_and_reject(offices: Offices) -> None:
+    listed, conflicts, table = run_all(
+        offices.cwd, ["--json", "proposals"], ["--json", "conflicts", "team"], ["proposals"]
+    )
+    proposals = {p.newer_id: p for p in (Proposal.model_validate(p) for p in listed.json())}
+    assert set(proposals) == {offices.berlin.id, offices.aws.id}
+    assert all(str(p.id) in table.stdout for p in proposals.values())
+    (team,) = (Conflict.model_validate(c) for c in conflicts.json())
+    assert {m.value for m in team.members} == {"Supabase", "AWS"}
+    to_aws, to_berlin = proposals[offices.aws.id].id, proposals[offices.berlin.id].id
+    accepted, rejected = run_all(
+        offices.cwd,
+        ["--json", "proposals", "accept", str(to_aws)],
+        ["--json", "proposals", "reject", str(to_berlin), "--reason", "both offices"],
+    )
+    assert accepted.json()["id"] == str(offices.aws.id)
+    assert accepted.json()["supersedes"] == [str(offices.supabase.id)]
+    assert rejected.json() == {"rejected": str(to_berlin)}
+    left, still, late = run_all(
+        offices.cwd,
+        ["--json", "proposals"],
+        ["conflicts"],
+        ["proposals", "reject", str(to_aws)],
+    )
+    assert left.json() == []
+    assert "office city" in still.stdout and "team" not in still.stdout  # rejected != resolved
+    assert failed_cleanly(late, 1) and "already accepted" in late.stderr
+
+
+def test_remember_with_a_policy_and_an_observed_position(tmp_path: Path) -> None:
+    car = ["--json", "remember", "--subject", "car", "--attribute", "make"]
+    ford, bogus = run_all(
+        tmp_path,
+        [*car, "We drive a Ford", "--value", "Ford", "--valid-from", "2026-01-01"],
+        [*car, "x", "--policy", "bogus"],
+    )
+    tesla = run(
+        tmp_path, *car, "We drive a Tesla", "--value", "Tesla", "--valid-from", "2026-05-01",
+        "--policy", "timestamp_wins", "--observed-position", "1",
+    )  # fmt: skip
+    assert tesla.json()["supersedes"] == [ford.json()["id"]]
+    assert failed_cleanly(bogus, 2)
+
+
+@pytest.mark.postgres
+def test_export_from_sqlite_import_into_postgresql(move: Move, postgres_database: str) -> None:
+    db = ["--db", f"{postgres_database}?schema=cli_{secrets.token_hex(6)}"]
+    exported = run(move.cwd, "--json", *DB, "export", "--output", "to-pg.jsonl")
+    assert exported.json()["exported"] == 7
+    imported = run(move.cwd, *db, "--json", "import", "to-pg.jsonl")
+    assert imported.json()["imported"] == 7 and imported.json()["db"].startswith("postgresql")
+    answer, verified = run_all(
+        move.cwd, [*db, "--json", "facts", "team", *OCTOBER], [*db, "--json", "audit", "verify"]
+    )
+    with Ledger.open(move.cwd / "move.db") as original:
+        expected = original.facts("team", as_of="2026-10-01T00:00:00Z")
+    assert answer.json() == [m.model_dump(mode="json") for m in expected]
+    assert verified.json()["ok"] is True
