@@ -9,7 +9,7 @@ Both yield an :class:`Sql` cursor that takes ``?`` placeholders on every backend
 from __future__ import annotations
 
 import sqlite3
-import time
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -89,10 +89,14 @@ class Backend(ABC):
         """Release connections."""
 
     @contextmanager
-    def listener(self) -> Iterator[Callable[[float], None]]:
-        """Yield ``wait(seconds)``, which returns early when new events are committed
-        where the database can say so; by default it just sleeps (polling)."""
-        yield time.sleep
+    def listener(self, stop: threading.Event) -> Iterator[Callable[[float], None]]:
+        """Yield ``wait(seconds)``, which returns early when ``stop`` is set or, where the
+        database can say so, when new events are committed; by default it polls."""
+
+        def wait(seconds: float) -> None:
+            stop.wait(seconds)
+
+        yield wait
 
     @abstractmethod
     def scrub(self) -> None:

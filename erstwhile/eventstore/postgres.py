@@ -10,6 +10,8 @@ A ``schema`` in the URL (``?schema=name``) keeps a ledger in its own schema.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -245,14 +247,17 @@ class PostgresBackend(Backend):
         self.recorder.insert_recorded(sql.raw, events)
 
     @contextmanager
-    def listener(self) -> Iterator[Callable[[float], None]]:
-        """LISTEN on the log's channel; ``wait`` returns at the first NOTIFY."""
+    def listener(self, stop: threading.Event) -> Iterator[Callable[[float], None]]:
+        """LISTEN on the log's channel; ``wait`` returns at the first NOTIFY, or when
+        ``stop`` is set (checked every quarter second)."""
         with self.datastore.get_connection() as connection:
             connection.execute(SQL("LISTEN {0}").format(Identifier(self.recorder.channel_name)))
 
             def wait(seconds: float) -> None:
-                for _ in connection.notifies(timeout=seconds, stop_after=1):
-                    break
+                deadline = time.monotonic() + seconds
+                while not stop.is_set() and (left := deadline - time.monotonic()) > 0:
+                    for _ in connection.notifies(timeout=min(left, 0.25), stop_after=1):
+                        return
 
             try:
                 yield wait

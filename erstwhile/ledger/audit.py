@@ -52,12 +52,16 @@ class Audit(LedgerCore):
         store, and return a read-only ledger over it (close it when done)."""
         instant = to_utc(known_at, "known_at")
         folder = Path(tempfile.mkdtemp(prefix="erstwhile-replay-"))
-        scratch = EventLog(open_backend(f"sqlite:///{folder}/replay.db"), self.log.keyring)
-        copy_log(self.log, scratch, EventFilter(before=instant + _TICK))
-        replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
-                                clock=lambda: instant, folder=folder)  # fmt: skip
-        replayed.runner.setup()
-        replayed.runner.catch_up()
+        try:
+            scratch = EventLog(open_backend(f"sqlite:///{folder}/replay.db"), self.log.keyring)
+            copy_log(self.log, scratch, EventFilter(before=instant + _TICK))
+            replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
+                                    clock=lambda: instant, folder=folder)  # fmt: skip
+            replayed.runner.setup()
+            replayed.runner.catch_up()
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         return replayed
 
     def export(self, out: IO[bytes], *, all_namespaces: bool = False,

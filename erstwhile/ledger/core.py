@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Literal, Self
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 from erstwhile.domain.errors import (
@@ -67,6 +68,15 @@ def as_id(value: UUID | str, what: str = "id") -> UUID:
         return UUID(str(value))
     except ValueError:
         raise NotFound(f"{what} {value!r} is not a memory id") from None
+
+
+def mask_password(url: str) -> str:
+    """Return ``url`` with the password, if any, replaced by ``***``."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def optional_text(value: str | None, what: str) -> str | None:
@@ -159,8 +169,8 @@ class LedgerCore:
 
     @property
     def url(self) -> str:
-        """The URL of the store this ledger writes to."""
-        return self.log.backend.url
+        """The URL of the store this ledger writes to, any password masked."""
+        return mask_password(self.log.backend.url)
 
     def now(self) -> datetime:
         """Read the injected clock, refusing a clock that returns a naive instant."""
@@ -244,7 +254,7 @@ class LedgerCore:
         """Keep the projections current until ``stop`` is set: apply new events as they
         are committed (LISTEN/NOTIFY on PostgreSQL, polling on SQLite)."""
         stop = stop or threading.Event()
-        with translated_errors(), self.log.backend.listener() as wait:
+        with translated_errors(), self.log.backend.listener(stop) as wait:
             while not stop.is_set():
                 self.runner.catch_up()
                 wait(poll)
