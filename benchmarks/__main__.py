@@ -1,0 +1,100 @@
+"""Run erstwhile's benchmarks: ``python -m benchmarks [--size S] [--backend B] [--only W]``.
+
+Every workload runs on SQLite and PostgreSQL (unless ``--backend`` picks one) and every
+figure is printed beside a baseline measured in the same run. Progress goes to stderr,
+the table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from benchmarks.harness import Result, markdown, print_results
+from benchmarks.stores import postgres_reachable, server_url
+from benchmarks.suite import PRESETS, run_backend, workloads
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse the command line."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument(
+        "--size",
+        choices=["small", "medium", "full"],
+        default="small",
+        help="how big the data sets are (default: small)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["sqlite", "postgres", "both"],
+        default="both",
+        help="which store to run on (default: both)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=list(workloads()),
+        metavar="NAME",
+        help=f"run only this workload (repeatable): {', '.join(workloads())}",
+    )
+    parser.add_argument("--markdown", type=Path, metavar="PATH",
+                        help="also write the table as Markdown to PATH")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def code_version() -> str:
+    """Return the commit erstwhile was measured at, and how many of its files differ
+    from it (read-only git queries; ``unknown`` outside a git checkout)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*arguments: str) -> str:
+        done = subprocess.run(["git", "-C", str(root), *arguments], capture_output=True,
+                              text=True, check=False)  # fmt: skip
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    changed = len(git("status", "--porcelain", "--", "erstwhile").splitlines())
+    return f"{commit} + {changed} changed files" if changed else commit
+
+
+def backends(choice: str, console: Console) -> list[str]:
+    """Return the backends to run, leaving PostgreSQL out (with a warning) if it is down
+    and was not asked for by name."""
+    if choice != "both":
+        return [choice]
+    if postgres_reachable():
+        return ["sqlite", "postgres"]
+    console.log(f"PostgreSQL is not reachable at {server_url()}: running SQLite only")
+    return ["sqlite"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks and print the table."""
+    options = parse(argv)
+    version = code_version()  # now, as the code is imported; it may change during a run
+    progress = Console(stderr=True)
+    preset = PRESETS[options.size]
+    results: list[Result] = []
+    notes: list[str] = []
+    for backend in backends(options.backend, progress):
+        found, timings = run_backend(backend, preset, options.only, progress)
+        results.extend(found)
+        notes.extend(timings)
+    title = (f"erstwhile {version}, size {preset.name} (Python "
+             f"{platform.python_version()}, SQLite {sqlite3.sqlite_version})")  # fmt: skip
+    print_results(results, title)
+    if options.markdown is not None:
+        steps = "\n".join(f"- {note}" for note in notes)
+        options.markdown.write_text(f"{title}\n\n{markdown(results)}\nTimings:\n\n{steps}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Point queries: ``facts(subject, attribute, as_of=V)`` and ``facts(..., known_at=T)`` on
+data sets where every subject has five versions, against a raw indexed lookup on a plain
+bitemporal table and against replaying a plain eventsourcing aggregate."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from benchmarks.baselines import OPEN_END, micros, recorded_mark
+from benchmarks.datasets import VERSIONS, PointQuery, claim, point_queries, subject_name
+from benchmarks.harness import Result, interleaved, latency_pair
+from benchmarks.suite import Context, label
+
+RAW_LOOKUP = "raw indexed lookup on a plain bitemporal table (index on subject, attribute)"
+REPLAY = "eventsourcing Aggregate per subject, replayed and folded per query"
+
+
+def facts_lookups(context: Context) -> list[Result]:
+    """Run the as-of and known-at lookups at every data set size of the preset."""
+    results: list[Result] = []
+    medians: list[float] = []
+    sizes = context.sizes(context.preset.point_sizes)
+    for memories in sizes:
+        found = as_of_lookups(context, memories) + known_at_lookups(context, memories)
+        results.extend(found)
+        medians.append(found[0].figure)
+    if len(sizes) > 1:
+        results.append(
+            Result(f"facts as_of p50 @{label(sizes[-1])} vs @{label(sizes[0])}",
+                   context.backend, medians[-1], medians[0], "ms",
+                   f"the same p50 at {label(sizes[0])} memories", "facts")
+        )  # fmt: skip
+    return results
+
+
+def as_of_lookups(context: Context, memories: int) -> list[Result]:
+    """Time ``facts(subject, attribute, as_of=V)`` and its two baselines."""
+    dataset, queries = context.dataset(memories), _queries(context, memories)
+    raw, replay = context.raw_facts(memories), context.replay(memories)
+    latest = OPEN_END - 1
+
+    def ours(q: PointQuery) -> list[str]:
+        c = claim(q.index, q.version, context.preset.seed)
+        return [m.value for m in dataset.ledger.facts(c.subject, c.attribute, as_of=q.as_of)]
+
+    def plain(q: PointQuery) -> list[str]:
+        c = claim(q.index, q.version, context.preset.seed)
+        return [r[0] for r in raw.lookup(c.subject, c.attribute, micros(q.as_of), latest)]
+
+    def replayed(q: PointQuery) -> list[str]:
+        c = claim(q.index, q.version, context.preset.seed)
+        return [str(replay.value_as_of(c.subject, c.attribute, q.as_of))]
+
+    return _compare(context, memories, "facts as_of", queries, ours, plain, replayed)
+
+
+def known_at_lookups(context: Context, memories: int) -> list[Result]:
+    """Time ``facts(subject, attribute, known_at=T)``: what the ledger said at T was
+    true at T, with T the end of one loading round, against its two baselines."""
+    dataset, queries = context.dataset(memories), _queries(context, memories)
+    raw, replay = context.raw_facts(memories), context.replay(memories)
+
+    def ours(q: PointQuery) -> list[str]:
+        c = claim(q.index, q.version, context.preset.seed)
+        facts = dataset.ledger.facts(c.subject, c.attribute, known_at=dataset.marks[q.version])
+        return [m.value for m in facts]
+
+    def plain(q: PointQuery) -> list[str]:
+        c, mark = claim(q.index, q.version, context.preset.seed), recorded_mark(q.version)
+        return [r[0] for r in raw.lookup(c.subject, c.attribute, mark, mark)]
+
+    def replayed(q: PointQuery) -> list[str]:
+        c, mark = claim(q.index, q.version, context.preset.seed), replay.marks[q.version]
+        return [str(replay.value_known_at(c.subject, c.attribute, mark))]
+
+    return _compare(context, memories, "facts known_at", queries, ours, plain, replayed)
+
+
+def _queries(context: Context, memories: int) -> list[PointQuery]:
+    return point_queries(memories, context.preset.query_samples, context.preset.seed)
+
+
+Lookup = Callable[[PointQuery], list[str]]
+
+
+def _compare(context: Context, memories: int, name: str, queries: Sequence[PointQuery],
+             ours: Lookup, plain: Lookup, replayed: Lookup) -> list[Result]:  # fmt: skip
+    """Time the three ways of answering, check they agree, and return the result rows."""
+    _check(context, queries, {"erstwhile": ours, "raw": plain, "replay": replayed})
+    timed = interleaved([ours, plain, replayed], queries, warmup=queries[:3])
+    title = f"{name} @{label(memories)}"
+    return [
+        *latency_pair(title, context.backend, timed[0], timed[1], RAW_LOOKUP, "facts"),
+        *latency_pair(f"{title} (vs replay)", context.backend, timed[0], timed[2], REPLAY,
+                      "facts"),
+    ]  # fmt: skip
+
+
+def _check(context: Context, queries: Sequence[PointQuery], ways: dict[str, Lookup]) -> None:
+    """Refuse to time answers that are wrong: every way must name the expected value."""
+    for q in random.Random(0).sample(list(queries), min(10, len(queries))):
+        expected = [claim(q.index, q.version, context.preset.seed).value]
+        for way, lookup in ways.items():
+            answer = lookup(q)
+            if answer != expected:
+                raise RuntimeError(
+                    f"{way} answered {answer} for {subject_name(q.index)} version "
+                    f"{q.version} of {VERSIONS}; expected {expected}"
+                )

@@ -1,0 +1,46 @@
+"""Full-text search: ``search(question)`` over a data set of short sentences, against a
+raw FTS5 ``MATCH`` (SQLite) or ``tsvector`` query (PostgreSQL) on a plain table holding
+the same documents."""
+
+from __future__ import annotations
+
+from benchmarks.baselines import RawStore, documents
+from benchmarks.datasets import questions
+from benchmarks.harness import Result, interleaved, latency_pair
+from benchmarks.suite import Context, label
+from erstwhile.projections.search import query_terms
+
+RAW_SEARCH = {
+    "sqlite": "raw FTS5 MATCH of the same OR-ed terms, top 10 by bm25, over the same texts",
+    "postgres": "raw tsvector @@ to_tsquery of the same OR-ed terms (GIN), top 10 by ts_rank, "
+    "over the same texts",
+}
+
+
+def search_latency(context: Context) -> list[Result]:
+    """Time ``search`` of plain-words questions at each search size of the preset."""
+    asked = questions(context.preset.search_samples, context.preset.seed)
+    return [
+        row
+        for size in context.sizes(context.preset.search_sizes)
+        for row in _search_at(context, size, asked)
+    ]
+
+
+def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result]:
+    """Time both ways of searching one data set, after checking both find something."""
+    ledger = context.dataset(memories).ledger
+
+    def build() -> RawStore:
+        raw = context.scratch.raw(f"raw_docs_{label(memories).lower()}")
+        raw.load_documents(documents(memories, context.preset.seed))
+        return raw
+
+    raw = context.cached("raw full-text", memories, build)
+    if not ledger.search(asked[0]) or not raw.match(query_terms(asked[0])):
+        raise RuntimeError(f"search for {asked[0]!r} found nothing")
+    ours, theirs = interleaved(
+        [lambda q: ledger.search(q), lambda q: raw.match(query_terms(q))], asked, asked[:3]
+    )
+    return latency_pair(f"search @{label(memories)}", context.backend, ours, theirs,
+                        RAW_SEARCH[context.backend], "search")  # fmt: skip

@@ -1,0 +1,127 @@
+"""Write workloads: one durable ``remember``, bulk ``remember_many``, and the cost of the
+proposal check on a subject that already has versions."""
+
+from __future__ import annotations
+
+import random
+
+from benchmarks.baselines import raw_row
+from benchmarks.datasets import VERSIONS, Claim, chunks, claim, subject_count
+from benchmarks.harness import Result, interleaved, latency_pair, rate
+from benchmarks.suite import Context, label
+from erstwhile import Ledger
+
+FRESH_SUBJECTS = 10_000_000
+"""Subject numbers from here on are in no data set: writes about them meet no candidate."""
+RAW_COMMIT = {
+    "sqlite": "raw sqlite3 INSERT of one row of the same size + COMMIT (WAL, synchronous=FULL)",
+    "postgres": "raw psycopg INSERT of one row of the same size (autocommit)",
+}
+RAW_BULK = {
+    "sqlite": "raw sqlite3 executemany of rows of the same size, one transaction per batch",
+    "postgres": "raw psycopg executemany of rows of the same size, one transaction per batch",
+}
+
+REVISION = f"remember, revision of a subject with {VERSIONS} versions"
+NAMED = "remember, revision naming its subject as an entity"
+NEW_SUBJECT = "erstwhile remember on a new subject, same namespace"
+SAME_WITHOUT_ENTITY = "the same revision without entities (subject and attribute only)"
+
+
+def fresh_claims(count: int, offset: int = 0) -> list[Claim]:
+    """Return first versions of ``count`` subjects no data set has."""
+    return [claim(FRESH_SUBJECTS + offset + i, 0) for i in range(count)]
+
+
+def remember_latency(context: Context) -> list[Result]:
+    """One durable ``remember`` at a time, against one raw single-row durable commit,
+    taking turns."""
+    claims = fresh_claims(context.preset.remember_samples + 3)
+    pairs = [(c.arguments(), raw_row(c, i)) for i, c in enumerate(claims, start=1)]
+    ledger = context.scratch.open_ledger("remember")
+    raw = context.scratch.raw("raw_commit")
+    try:
+        ours, theirs = interleaved(
+            [lambda p: ledger.remember(**p[0]), lambda p: raw.commit_one(p[1])],
+            pairs[3:],
+            warmup=pairs[:3],
+        )
+    finally:
+        ledger.close()
+        raw.close()
+    return latency_pair("remember, one durable", context.backend, ours, theirs,
+                        RAW_COMMIT[context.backend], "remember")  # fmt: skip
+
+
+def bulk_throughput(context: Context) -> list[Result]:
+    """``remember_many`` in batches, against raw ``executemany`` of as many rows in one
+    transaction per batch, taking turns batch by batch."""
+    preset = context.preset
+    batches = [
+        ([c.arguments() for c in part], [raw_row(c, i) for i, c in enumerate(part, start=1)])
+        for part in chunks(fresh_claims(preset.bulk_memories), preset.bulk_batch)
+    ]
+    ledger = context.scratch.open_ledger("bulk")
+    raw = context.scratch.raw("raw_bulk")
+    try:
+        ours, theirs = interleaved(
+            [lambda b: ledger.remember_many(b[0]), lambda b: raw.commit_many(b[1])], batches
+        )
+    finally:
+        ledger.close()
+        raw.close()
+    count = preset.bulk_memories
+    name = f"remember_many, batches of {preset.bulk_batch}"
+    return [Result(name, context.backend, rate(count, sum(ours)), rate(count, sum(theirs)),
+                   "memories/s", RAW_BULK[context.backend], "bulk")]  # fmt: skip
+
+
+def proposal_check(context: Context) -> list[Result]:
+    """Time ``remember`` of a new version of a subject that already has versions (the
+    ledger looks for memories it might replace, to propose supersessions) at each
+    namespace size; then the p50 at the largest size against the p50 at the smallest."""
+    sizes = context.sizes(context.preset.proposal_sizes)
+    results = [row for memories in sizes for row in _proposal_at(context, memories)]
+    for variant in (REVISION, NAMED):
+        medians = [r.figure for r in results if r.workload.startswith(f"{variant} @")
+                   and r.workload.endswith("p50")]  # fmt: skip
+        if len(medians) > 1:
+            results.append(
+                Result(f"{variant} p50 @{label(sizes[-1])} vs @{label(sizes[0])}",
+                       context.backend, medians[-1], medians[0], "ms",
+                       f"the same p50 at {label(sizes[0])} memories", "proposal")
+            )  # fmt: skip
+    return results
+
+
+def _proposal_at(context: Context, memories: int) -> list[Result]:
+    """In one data set, time revisions of existing subjects against writes about new
+    subjects, then revisions that also name their subject as an entity against plain
+    revisions (the entity path of the candidate search is separate)."""
+    ledger = context.dataset(memories).ledger
+    subjects = subject_count(memories)
+    count = min(context.preset.remember_samples, subjects // 2)
+    chosen = random.Random(f"proposal:{memories}").sample(range(subjects), 2 * count)
+    keyed = [claim(index, VERSIONS).arguments() for index in chosen[:count]]
+    named = [claim(index, VERSIONS).arguments(entities=True) for index in chosen[count:]]
+    fresh = [c.arguments() for c in fresh_claims(count, offset=memories)]
+    timed = interleaved(
+        [lambda t: ledger.remember(**t[0]), lambda t: ledger.remember(**t[1]),
+         lambda t: ledger.remember(**t[2])],
+        list(zip(keyed, fresh, named, strict=True)),
+    )  # fmt: skip
+    _check_proposed(ledger, 2 * count)
+    size = label(memories)
+    return [
+        *latency_pair(f"{REVISION} @{size}", context.backend, timed[0], timed[1], NEW_SUBJECT,
+                      "proposal"),
+        *latency_pair(f"{NAMED} @{size}", context.backend, timed[2], timed[0],
+                      SAME_WITHOUT_ENTITY, "proposal"),
+    ]  # fmt: skip
+
+
+def _check_proposed(ledger: Ledger, expected: int) -> None:
+    """Make sure the revisions were really checked: each one left an open proposal."""
+    found = len(ledger.proposals())
+    if found < expected:
+        raise RuntimeError(f"expected at least {expected} open proposals, found {found}")
