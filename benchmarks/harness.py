@@ -131,10 +131,13 @@ def format_figure(value: float, unit: str) -> str:
 
 
 def format_ratio(result: Result) -> str:
-    """Format the ratio as ``12.3x``; a rate below the baseline reads like ``0.05x``."""
+    """Format the ratio with two significant digits below 1 (``0.0043x``), two decimals
+    up to 10 (``6.47x``), whole numbers above (``16x``)."""
     ratio = result.ratio
     if math.isnan(ratio):
         return "-"
+    if ratio < 0.1:
+        return f"{ratio:.2g}x"
     return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.0f}x"
 
 
