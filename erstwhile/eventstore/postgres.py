@@ -27,9 +27,8 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.domain.time import to_micros
 from erstwhile.eventstore.backend import Backend, Sql
-from erstwhile.eventstore.records import RecordedEvent
+from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
 
@@ -89,8 +88,7 @@ class LedgerPostgresRecorder(PostgresApplicationRecorder):
             )
         ]
         self.insert_recorded_statement = SQL(
-            "INSERT INTO {schema}.{table} (position, originator_id, originator_version, topic,"
-            " schema_version, state, recorded_at, actor, namespace, hash)"
+            "INSERT INTO {schema}.{table} (" + EVENT_COLUMNS + ")"
             " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
         ).format(schema=schema, table=table)
         self.max_notification_id_statement = SQL(
@@ -99,24 +97,7 @@ class LedgerPostgresRecorder(PostgresApplicationRecorder):
 
     def insert_recorded(self, cursor: Any, events: Sequence[RecordedEvent]) -> None:
         """Insert fully formed events (position, time and hash already assigned)."""
-        cursor.executemany(
-            self.insert_recorded_statement,
-            [
-                (
-                    e.position,
-                    e.memory_id,
-                    e.version,
-                    e.topic,
-                    e.schema_version,
-                    e.payload,
-                    to_micros(e.recorded_at),
-                    e.actor,
-                    e.namespace,
-                    e.hash,
-                )
-                for e in events
-            ],
-        )
+        cursor.executemany(self.insert_recorded_statement, [e.as_row(e.memory_id) for e in events])
 
 
 class PostgresSql:

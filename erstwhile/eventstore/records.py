@@ -12,6 +12,12 @@ import orjson
 
 from erstwhile.domain.time import from_micros, to_micros
 
+EVENT_COLUMNS = (
+    "position, originator_id, originator_version, topic, schema_version, state, "
+    "recorded_at, actor, namespace, hash"
+)
+"""The events table's columns, in the order :meth:`RecordedEvent.as_row` gives values."""
+
 GENESIS_HASH = bytes(32)
 """The "previous hash" of the first event in a log."""
 
@@ -35,6 +41,14 @@ class RecordedEvent:
     def type(self) -> str:
         """The event's type name, e.g. ``Asserted``."""
         return self.topic.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+
+    def as_row(self, memory_id: Any) -> tuple[Any, ...]:
+        """The values of an insert into the events table, in ``EVENT_COLUMNS`` order;
+        ``memory_id`` is the id as the backend stores it (text or uuid)."""
+        return (
+            self.position, memory_id, self.version, self.topic, self.schema_version,
+            self.payload, to_micros(self.recorded_at), self.actor, self.namespace, self.hash,
+        )  # fmt: skip
 
     @classmethod
     def from_row(cls, row: Any) -> RecordedEvent:

@@ -22,9 +22,8 @@ from eventsourcing.sqlite import (
     SQLiteTrackingRecorder,
 )
 
-from erstwhile.domain.time import to_micros
 from erstwhile.eventstore.backend import Backend, Sql
-from erstwhile.eventstore.records import RecordedEvent
+from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 BUSY_TIMEOUT_SECONDS = 30
 
@@ -63,9 +62,7 @@ class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
     def __init__(self, datastore: SQLiteDatastore) -> None:
         super().__init__(datastore, events_table_name=Backend.events_table)
         self.insert_events_statement = (
-            f"INSERT INTO {self.events_table_name} (position, originator_id, originator_version,"
-            " topic, schema_version, state, recorded_at, actor, namespace, hash)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)"
+            f"INSERT INTO {self.events_table_name} ({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
         )
         self.select_max_notification_id_statement = (
             f"SELECT MAX(position) FROM {self.events_table_name}"
@@ -100,22 +97,7 @@ class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
     def insert_recorded(self, cursor: Any, events: Sequence[RecordedEvent]) -> None:
         """Insert fully formed events (position, time and hash already assigned)."""
         cursor.executemany(
-            self.insert_events_statement,
-            [
-                (
-                    e.position,
-                    str(e.memory_id),
-                    e.version,
-                    e.topic,
-                    e.schema_version,
-                    e.payload,
-                    to_micros(e.recorded_at),
-                    e.actor,
-                    e.namespace,
-                    e.hash,
-                )
-                for e in events
-            ],
+            self.insert_events_statement, [e.as_row(str(e.memory_id)) for e in events]
         )
 
 
