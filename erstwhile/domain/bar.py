@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
-from erstwhile.domain.memory import Kind, State
+import orjson
+
+from erstwhile.domain.memory import Kind, State, normalise_label
 from erstwhile.domain.time import Window
 
 Resolution = Literal["by_confidence", "by_recency", "unresolved"]
@@ -36,10 +38,33 @@ class ClaimView:
     confidence: float
     position: int
 
+    @classmethod
+    def of_new(cls, claim: Any, memory_id: UUID, window: Window, position: int) -> ClaimView:
+        """The view of a memory being asserted, from anything carrying its claim fields
+        (a validated draft or an ``Asserted`` event)."""
+        return cls(
+            id=memory_id,
+            kind=claim.kind,
+            state=State.CURRENT,
+            subject_key=normalise_label(claim.subject) if claim.subject else None,
+            attribute_key=normalise_label(claim.attribute) if claim.attribute else None,
+            entities=frozenset(claim.entities),
+            window=window,
+            value_json=None if claim.value is None else canonical_json(claim.value),
+            content=claim.content,
+            confidence=claim.confidence,
+            position=position,
+        )
+
     @property
     def keyed(self) -> bool:
         """Whether the claim is structured: both a subject and an attribute."""
         return self.subject_key is not None and self.attribute_key is not None
+
+
+def canonical_json(value: Any) -> str:
+    """Return a JSON value in one canonical spelling, for comparing values."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def same_subject(older: ClaimView, newer: ClaimView) -> bool:

@@ -24,7 +24,6 @@ from erstwhile.domain.memory import (
     Kind,
     MemoryDraft,
     State,
-    normalise_label,
     parse_draft,
 )
 from erstwhile.domain.rules import Side, check_supersession
@@ -87,29 +86,7 @@ class WritePlan:
 
     def claim_view(self, start: datetime) -> ClaimView:
         """This request's claim as the bar sees it, opening at ``start`` if undated."""
-        return _claim_view_of(self, UUID(int=0), start)
-
-
-def _claim_view_of(plan: WritePlan, memory_id: UUID, start: datetime) -> ClaimView:
-    draft = plan.draft
-    return ClaimView(
-        id=memory_id,
-        kind=draft.kind,
-        state=State.CURRENT,
-        subject_key=normalise_label(draft.subject) if draft.subject else None,
-        attribute_key=normalise_label(draft.attribute) if draft.attribute else None,
-        entities=frozenset(draft.entities),
-        window=draft.window_from(start),
-        value_json=None if draft.value is None else canonical_json(draft.value),
-        content=draft.content,
-        confidence=draft.confidence,
-        position=0,
-    )
-
-
-def canonical_json(value: Any) -> str:
-    """Return a JSON value in one canonical spelling, for comparing values."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+        return ClaimView.of_new(self.draft, UUID(int=0), self.draft.window_from(start), 0)
 
 
 def _ids(values: Any) -> tuple[UUID, ...]:

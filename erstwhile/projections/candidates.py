@@ -12,11 +12,10 @@ from uuid import UUID
 
 import orjson
 
-from erstwhile.domain.bar import ClaimView
+from erstwhile.domain.bar import ClaimView, canonical_json
 from erstwhile.domain.events import Asserted
-from erstwhile.domain.memory import Kind, State, normalise_label
+from erstwhile.domain.memory import Kind, State
 from erstwhile.domain.time import Window, end_from_micros, from_micros
-from erstwhile.domain.writes import canonical_json
 from erstwhile.eventstore import RecordedEvent, Sql
 
 CLAIM_SELECT = (
@@ -46,19 +45,8 @@ def claim_from_row(row: Any) -> ClaimView:
 
 def claim_from_event(record: RecordedEvent, event: Asserted) -> ClaimView:
     """Build the claim view of a memory being asserted."""
-    return ClaimView(
-        id=record.memory_id,
-        kind=event.kind,
-        state=State.CURRENT,
-        subject_key=normalise_label(event.subject) if event.subject else None,
-        attribute_key=normalise_label(event.attribute) if event.attribute else None,
-        entities=frozenset(event.entities),
-        window=Window(event.valid_from, event.valid_until),
-        value_json=None if event.value is None else canonical_json(event.value),
-        content=event.content,
-        confidence=event.confidence,
-        position=record.position,
-    )
+    window = Window(event.valid_from, event.valid_until)
+    return ClaimView.of_new(event, record.memory_id, window, record.position)
 
 
 def candidates(sql: Sql, namespace: str, newer: ClaimView, known: int) -> list[ClaimView]:
