@@ -35,6 +35,10 @@ from erstwhile.eventstore.records import (
 EventBuilder = Callable[[datetime], Sequence[LedgerEvent]]
 """Builds a command's events once the append knows its recording instant."""
 
+AfterInsert = Callable[[Sql, int, Sequence[tuple[RecordedEvent, LedgerEvent]]], None]
+"""Runs inside an append's transaction as ``then(sql, previous_head, appended)``, where
+``appended`` pairs each stored event with the domain event it was built from."""
+
 
 @dataclass(frozen=True)
 class AppendResult:
@@ -95,12 +99,12 @@ class EventLog:
         now: datetime,
         idempotency: Sequence[IdempotencyClaim] = (),
         erase: Sequence[UUID] = (),
-        then: Callable[[Sql, int], None] | None = None,
+        then: AfterInsert | None = None,
     ) -> AppendResult:
         """Append the events ``build`` returns, atomically, at the next instants of the log.
 
         Each new memory gets a key of its own, stored in the same transaction; the keys
-        of ``erase`` are destroyed in it. ``then(sql, previous_head)`` runs last, in the
+        of ``erase`` are destroyed in it. ``then`` (see :data:`AfterInsert`) runs last, in the
         same transaction (the ledger folds its projections there: one commit, one fsync).
         If any idempotency key was claimed before, nothing is appended and the earlier
         claims are returned, for the caller to compare.
@@ -114,7 +118,8 @@ class EventLog:
             if tip.recorded_at is not None:
                 start = max(now, from_micros(tip.recorded_at) + ONE_MICROSECOND)
             keys: dict[UUID, bytes] = {}
-            events = self._stamp(build(start), tip, start, actor, namespace, keys)
+            built = build(start)
+            events = self._stamp(built, tip, start, actor, namespace, keys)
             if not events:
                 return AppendResult()
             self.backend.insert_events(sql, events)
@@ -123,7 +128,7 @@ class EventLog:
             for claim in idempotency:
                 self._claim(sql, claim)
             if then is not None:
-                then(sql, tip.position)
+                then(sql, tip.position, list(zip(events, built, strict=True)))
             self.backend.notify(sql)
             return AppendResult(events=tuple(events))
 

@@ -40,7 +40,7 @@ from erstwhile.projections import (
     SearchProjection,
     core_projections,
 )
-from erstwhile.projections.base import Progress
+from erstwhile.projections.base import Folded, Progress
 from erstwhile.projections.reader import MemoryState
 
 Clock = Callable[[], datetime]
@@ -223,9 +223,11 @@ class LedgerCore:
         )
         self._after_append(result.position)
 
-    def _fold_in_append(self, sql: Sql, previous_head: int) -> None:
+    def _fold_in_append(self, sql: Sql, previous_head: int, appended: Folded) -> None:
         """Fold a write into the projections inside its own transaction when in sync."""
-        self._folded = self.sync_projections and self.runner.fold_appended(sql, previous_head)
+        self._folded = self.sync_projections and self.runner.fold_appended(
+            sql, previous_head, appended
+        )
 
     def _after_append(self, position: int) -> None:
         """Read your own writes: fold the log up to this write before returning (unless

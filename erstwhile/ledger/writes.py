@@ -28,12 +28,14 @@ from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.writes import Existing, WritePlan, plan_writes
 from erstwhile.eventstore import (
     IdempotencyClaim,
+    RecordedEvent,
     Sql,
     translated_errors,
 )
 from erstwhile.ledger.core import LedgerCore, optional_text
+from erstwhile.projections.base import Folded
 from erstwhile.projections.candidates import candidates
-from erstwhile.projections.reader import LATEST, memories_from_append
+from erstwhile.projections.reader import LATEST, NewLinks, memories_from_append, new_links
 
 DEFAULT_GRACE = timedelta(days=30)
 """How long a soft forget stays recoverable before ``purge`` makes it hard."""
@@ -82,26 +84,32 @@ class WriteCommands(LedgerCore):
             for plan, new_id in zip(plans, ids, strict=True)
             if plan.idempotency_key is not None
         ]
-        built: list[LedgerEvent] = []
+        written: list[tuple[RecordedEvent, LedgerEvent]] = []
+        links: dict[UUID, NewLinks] = {}
 
-        def build(start: datetime) -> list[LedgerEvent]:
-            built[:] = plan_writes(plans, ids, olders, start)
-            return built
+        def fold(sql: Sql, previous_head: int, appended: Folded) -> None:
+            written[:] = appended
+            self._fold_in_append(sql, previous_head, appended)
+            if self._folded:
+                links.update(new_links(sql, ids))
 
         result = self.log.append(
-            build,
+            lambda start: plan_writes(plans, ids, olders, start),
             actor=self.actor,
             namespace=self.namespace,
             now=now,
             idempotency=claims,
-            then=self._fold_in_append,
+            then=fold,
         )
         if result.replayed:
             return self._replayed(plans, result.replayed)
         if not self.sync_projections:
-            return memories_from_append(result.events, built, self.namespace)
-        self._after_append(result.position)
-        return [self.get(new_id) for new_id in ids]
+            return memories_from_append(written, self.namespace)
+        if not links:
+            # The projections lagged behind the log, so the append did not fold itself.
+            self._after_append(result.position)
+            return [self.get(new_id) for new_id in ids]
+        return memories_from_append(written, self.namespace, links)
 
     def revise(
         self, older_id: UUID | str, content: str, *, at: Instant | None = None, **fields: Any

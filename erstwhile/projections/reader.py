@@ -6,7 +6,7 @@ versions; ``known_at=T`` reads the version rows whose recorded interval contains
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -90,14 +90,47 @@ def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
     )
 
 
+@dataclass(frozen=True)
+class NewLinks:
+    """What the projections add to a memory the moment it is folded: its vector clock
+    and the memories it superseded (in log order)."""
+
+    vector_clock: dict[str, int]
+    supersedes: list[UUID]
+
+
+def new_links(sql: Sql, ids: Sequence[UUID], chunk: int = 500) -> dict[UUID, NewLinks]:
+    """Return the links of just-folded memories, in two queries per ``chunk`` ids."""
+    found: dict[UUID, NewLinks] = {}
+    for start in range(0, len(ids), chunk):
+        keys = [str(memory_id) for memory_id in ids[start : start + chunk]]
+        marks = ", ".join("?" * len(keys))
+        sql.execute(f"SELECT id, vector_clock FROM memories WHERE id IN ({marks})", keys)
+        for row in sql.fetchall():
+            found[UUID(row["id"])] = NewLinks(_json(row["vector_clock"]) or {}, [])
+        sql.execute(
+            f"SELECT id, superseded_by FROM memories WHERE superseded_by IN ({marks}) "
+            "ORDER BY position",
+            keys,
+        )
+        for row in sql.fetchall():
+            found[UUID(row["superseded_by"])].supersedes.append(UUID(row["id"]))
+    return found
+
+
 def memories_from_append(
-    records: Sequence[RecordedEvent], events: Sequence[LedgerEvent], namespace: str
+    appended: Sequence[tuple[RecordedEvent, LedgerEvent]],
+    namespace: str,
+    links: Mapping[UUID, NewLinks] | None = None,
 ) -> list[Memory]:
-    """Build the memories an append asserted straight from its events, for a writer that
-    does not wait for its projections (their vector clocks come with the projection)."""
+    """Build the memories an append asserted straight from its events, without reading
+    them back. With ``links`` (read in the append's transaction, after the fold) they
+    equal what ``get`` returns; without, as for a writer that does not wait for its
+    projections, the vector clocks are left empty until a follower folds them."""
     found = []
-    for record, event in zip(records, events, strict=True):
+    for record, event in appended:
         if isinstance(event, Asserted):
+            link = (links or {}).get(record.memory_id)
             found.append(
                 Memory(
                     id=record.memory_id, namespace=namespace, kind=event.kind,
@@ -109,7 +142,8 @@ def memories_from_append(
                     extracted_at=event.extracted_at, actor=record.actor,
                     metadata=event.metadata, state=State.CURRENT,
                     recorded_at=record.recorded_at, position=record.position,
-                    supersedes=list(event.supersedes),
+                    supersedes=link.supersedes if link else list(event.supersedes),
+                    vector_clock=link.vector_clock if link else {},
                 )
             )  # fmt: skip
     return found

@@ -153,6 +153,32 @@ def test_remember_many_is_all_or_nothing(ledger: Ledger) -> None:
     assert ledger.remember_many([]) == []
 
 
+def test_what_a_write_returns_is_what_get_reads_back(open_ledger: OpenLedger) -> None:
+    """The ledger builds a write's result from its events (it does not read it back):
+    every field must still equal the stored memory's, vector clock and links included."""
+    bob = open_ledger(actor="bob")
+    bob.remember("Bob's note", kind="note")
+    ada = open_ledger(actor="ada")
+    first = ada.remember("Rust", subject="svc", attribute="language", value="Rust",
+                         valid_from=MAR)  # fmt: skip
+    second = ada.remember("Go", subject="svc", attribute="language", value="Go", valid_from=MAR)
+    made = ada.remember_many(
+        [
+            {"content": "Zig now", "subject": "svc", "attribute": "language",
+             "value": {"name": "Zig", "since": [2026, 7]}, "valid_from": JUL,
+             "supersedes": [second.id, first.id], "entities": ["svc", "zig"],
+             "evidence": ["chat:7"], "metadata": {"n": 1.5}, "confidence": 0.75,
+             "observed_position": bob.head()},
+            {"content": "an event", "kind": "event", "occurred_at": MAR,
+             "extractor_id": "x", "extracted_at": JUL},
+            {"content": "a closed note", "kind": "note", "valid_from": MAR, "valid_until": JUL},
+        ]
+    )  # fmt: skip
+    assert made == [ada.get(memory.id) for memory in made]
+    assert made[0].supersedes == [first.id, second.id]
+    assert made[0].vector_clock == {"ada": 3, "bob": 1}
+
+
 def test_idempotent_retry_returns_the_first_result_and_appends_nothing(ledger: Ledger) -> None:
     first = ledger.remember("Ada likes tea", idempotency_key="msg-1")
     before = event_count(ledger)
