@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
@@ -108,10 +109,10 @@ class SQLiteSql:
         self.raw = cursor
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
-        self.raw.execute(statement, [_plain(p) for p in params])
+        self.raw.execute(statement, params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.raw.executemany(statement, [[_plain(p) for p in row] for row in rows])
+        self.raw.executemany(statement, rows)
 
     def fetchone(self) -> Any:
         return self.raw.fetchone()
@@ -120,9 +121,9 @@ class SQLiteSql:
         return self.raw.fetchall()
 
 
-def _plain(value: Any) -> Any:
-    """SQLite has no UUID type: store UUIDs as their canonical text."""
-    return value if isinstance(value, str | int | float | bytes | None) else str(value)
+# SQLite has no UUID type: UUIDs are stored as their canonical text. (An adapter, not a
+# conversion of every parameter in Python: sqlite3 consults it only for UUIDs.)
+sqlite3.register_adapter(UUID, str)
 
 
 class SQLiteBackend(Backend):

@@ -2,19 +2,27 @@
 
 A projection folds a batch of events with the same per-event code it would use for one
 event, but its writes go through :class:`BufferedSql`: consecutive writes of the same
-statement become one ``executemany`` (one call into SQLite, one pipelined round trip on
-PostgreSQL) instead of one call per event. Order is kept exactly, and any read flushes
-the buffer first, so a fold reads what every earlier event of the batch wrote.
+statement to a table become one ``executemany`` (one call into SQLite, one pipelined
+round trip on PostgreSQL) instead of one call per event.
+
+Writes are kept in order per table, and any read flushes the buffer first, so a fold
+reads what every earlier event of the batch wrote. Writes to different tables may run in
+a different order than they were made: projection tables have no triggers or foreign
+keys, so only the order within a table can change a result.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from erstwhile.eventstore import Sql
 
-READS = ("SELECT", "WITH")
+WRITE = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+"""A statement the buffer may defer, and the table it writes."""
+
+Group = tuple[str, list[Sequence[Any]]]
 
 
 class BufferedSql:
@@ -23,18 +31,25 @@ class BufferedSql:
     def __init__(self, sql: Sql) -> None:
         self.raw = sql.raw
         self._sql = sql
-        self._groups: list[tuple[str, list[Sequence[Any]]]] = []
+        self._tables: dict[str, list[Group]] = {}
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
-        if statement.lstrip()[:6].upper().startswith(READS):
+        table = self._table(statement)
+        if table is None:
             self.flush()
             self._sql.execute(statement, params)
             return
-        self._add(statement, [params])
+        self._add(table, statement, [params])
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            self._add(statement, rows)
+        if not rows:
+            return
+        table = self._table(statement)
+        if table is None:
+            self.flush()
+            self._sql.executemany(statement, rows)
+            return
+        self._add(table, statement, rows)
 
     def fetchone(self) -> Any:
         return self._sql.fetchone()
@@ -43,16 +58,27 @@ class BufferedSql:
         return self._sql.fetchall()
 
     def flush(self) -> None:
-        """Run every deferred write, in the order it was made."""
-        groups, self._groups = self._groups, []
-        for statement, rows in groups:
-            if len(rows) == 1:
-                self._sql.execute(statement, rows[0])
-            else:
-                self._sql.executemany(statement, rows)
+        """Run every deferred write, table by table, each table's in the order made."""
+        tables, self._tables = self._tables, {}
+        for groups in tables.values():
+            for statement, rows in groups:
+                if len(rows) == 1:
+                    self._sql.execute(statement, rows[0])
+                else:
+                    self._sql.executemany(statement, rows)
 
-    def _add(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        if self._groups and self._groups[-1][0] == statement:
-            self._groups[-1][1].extend(rows)
+    _known: dict[str, str | None] = {}
+
+    def _table(self, statement: str) -> str | None:
+        """The table a deferrable write goes to; None for anything else (reads)."""
+        if statement not in self._known:
+            match = WRITE.match(statement)
+            self._known[statement] = match.group(1).lower() if match else None
+        return self._known[statement]
+
+    def _add(self, table: str, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        groups = self._tables.setdefault(table, [])
+        if groups and groups[-1][0] == statement:
+            groups[-1][1].extend(rows)
         else:
-            self._groups.append((statement, list(rows)))
+            groups.append((statement, list(rows)))

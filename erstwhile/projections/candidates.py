@@ -7,6 +7,7 @@ or name one of its entities. The bar itself is decided in ``erstwhile.domain.bar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -23,6 +24,10 @@ CLAIM_SELECT = (
     "v.valid_until, m.value, m.content, m.confidence, m.position FROM memory_versions v "
     "JOIN memories m ON m.id = v.memory_id "
 )
+KNOWN_SELECT = CLAIM_SELECT.replace(
+    " FROM memory_versions", ", v.recorded_from, v.recorded_until FROM memory_versions"
+)
+"""A claim with the recorded interval of the version it comes from."""
 
 
 def claim_from_row(row: Any) -> ClaimView:
@@ -49,45 +54,124 @@ def claim_from_event(record: RecordedEvent, event: Asserted) -> ClaimView:
     return ClaimView.of_new(event, record.memory_id, window, record.position)
 
 
+Wanted = tuple[ClaimView, int]
+"""A new claim and the recorded instant its candidates are to be found as known at."""
+
+AS_KNOWN_BETWEEN = (
+    "WHERE v.namespace = ? AND v.state = 'current' AND v.recorded_from <= ? "
+    "AND v.recorded_until > ? "
+)
+
+
 def candidates(sql: Sql, namespace: str, newer: ClaimView, known: int) -> list[ClaimView]:
     """Return current memories of the same kind that share the claim's key or an entity,
     as known at ``known``; never the claim itself."""
-    if not newer.kind.revisable:
-        return []
-    found: dict[UUID, ClaimView] = {}
-    at_known = (
-        "WHERE v.namespace = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
-        "AND v.state = 'current' AND v.kind = ? "
+    return candidates_many(sql, namespace, [(newer, known)])[0]
+
+
+def candidates_many(sql: Sql, namespace: str, wanted: Sequence[Wanted]) -> list[list[ClaimView]]:
+    """:func:`candidates` for many claims at once (a batch being folded), with a few
+    queries for the whole batch instead of a few per claim.
+
+    The versions are fetched for the span of the instants asked about and then sifted
+    per claim in Python, so each claim sees exactly what was known at its own instant.
+    """
+    revisable = [(claim, known) for claim, known in wanted if claim.kind.revisable]
+    if not revisable:
+        return [[] for _ in wanted]
+    span = [namespace, max(k for _, k in revisable), min(k for _, k in revisable)]
+    members = _entity_members(sql, namespace, [c for c, _ in revisable if c.entities])
+    named = sorted({memory_id for names in members.values() for memory_id, _ in names})
+    versions = VersionIndex(
+        _by_key(sql, span, [c for c, _ in revisable if c.keyed]) + _by_id(sql, span, named)
     )
-    base: list[Any] = [namespace, known, known, newer.kind.value]
-    if newer.keyed:
+    return [versions.candidates(claim, known, members) for claim, known in wanted]
+
+
+class VersionIndex:
+    """The version rows fetched for a batch, indexed by key and by memory, so each
+    claim's candidates are sifted from the few rows that can concern it."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.by_key: dict[tuple[str, str], list[Any]] = {}
+        self.by_id: dict[str, list[Any]] = {}
+        for row in rows:
+            self.by_id.setdefault(row["id"], []).append(row)
+            if row["subject_key"] is not None and row["attribute_key"] is not None:
+                self.by_key.setdefault((row["subject_key"], row["attribute_key"]), []).append(row)
+
+    def candidates(
+        self, newer: ClaimView, known: int, members: dict[str, list[tuple[str, bool]]]
+    ) -> list[ClaimView]:
+        """The candidates of one claim, as known at ``known``, in log order."""
+        if not newer.kind.revisable:
+            return []
+        rows: list[Any] = []
+        if newer.keyed:
+            rows += self.by_key.get((str(newer.subject_key), str(newer.attribute_key)), [])
+        # A structured claim meets another structured one by key alone, so through
+        # shared entities it only meets the claims that lack a key.
+        for entity in sorted(newer.entities):
+            for memory_id, keyed in members.get(entity, ()):
+                if not (newer.keyed and keyed):
+                    rows += self.by_id.get(memory_id, [])
+        found: dict[str, Any] = {}
+        own, kind = str(newer.id), newer.kind.value
+        for row in rows:
+            if row["recorded_from"] <= known < row["recorded_until"] and row["kind"] == kind:
+                found[row["id"]] = row
+        found.pop(own, None)
+        return sorted(map(claim_from_row, found.values()), key=lambda c: c.position)
+
+
+def _by_key(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
+    """Versions sharing a subject and an attribute with any of the claims."""
+    subjects = sorted({c.subject_key for c in keyed if c.subject_key})
+    attributes = sorted({c.attribute_key for c in keyed if c.attribute_key})
+    rows: list[Any] = []
+    for chunk in _chunks(subjects, 500):
         sql.execute(
-            CLAIM_SELECT + at_known + "AND v.subject_key = ? AND v.attribute_key = ?",
-            [*base, newer.subject_key, newer.attribute_key],
+            KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.subject_key IN ({_marks(chunk)}) "
+            f"AND v.attribute_key IN ({_marks(attributes)})",
+            [*span, *chunk, *attributes],
         )
-        found.update((c.id, c) for c in map(claim_from_row, sql.fetchall()))
-    if newer.entities:
-        # A structured claim meets another structured one by key alone, so through shared
-        # entities it only meets the claims that lack a key.
-        members = _entity_members(sql, namespace, sorted(newer.entities), newer.keyed)
-        for chunk in _chunks(members, 500):
-            marks = ", ".join("?" * len(chunk))
-            sql.execute(CLAIM_SELECT + at_known + f"AND v.memory_id IN ({marks})", [*base, *chunk])
-            found.update((c.id, c) for c in map(claim_from_row, sql.fetchall()))
-    found.pop(newer.id, None)
-    return sorted(found.values(), key=lambda c: c.position)
+        rows += sql.fetchall()
+    return rows
 
 
-def _entity_members(sql: Sql, namespace: str, names: list[str], unkeyed_only: bool) -> list[str]:
-    """Ids of the memories naming any of these entities (looked up first, on its own, so
-    the versions are then fetched by id whatever the planner thinks of the tables)."""
-    keyed = "AND keyed = 0 " if unkeyed_only else ""
-    sql.execute(
-        "SELECT DISTINCT memory_id FROM memory_entities "
-        f"WHERE namespace = ? AND entity IN ({', '.join('?' * len(names))}) {keyed}",
-        [namespace, *names],
-    )
-    return [str(row["memory_id"]) for row in sql.fetchall()]
+def _by_id(sql: Sql, span: list[Any], ids: list[str]) -> list[Any]:
+    """Versions of the memories named (found through their entities)."""
+    rows: list[Any] = []
+    for chunk in _chunks(ids, 500):
+        sql.execute(
+            KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.memory_id IN ({_marks(chunk)})",
+            [*span, *chunk],
+        )
+        rows += sql.fetchall()
+    return rows
+
+
+def _entity_members(
+    sql: Sql, namespace: str, claims: list[ClaimView]
+) -> dict[str, list[tuple[str, bool]]]:
+    """For each entity the claims name, the memories naming it and whether each is
+    structured (looked up first, on its own, so the versions are then fetched by id
+    whatever the planner thinks of the tables)."""
+    names = sorted({entity for claim in claims for entity in claim.entities})
+    found: dict[str, list[tuple[str, bool]]] = {}
+    for chunk in _chunks(names, 500):
+        sql.execute(
+            "SELECT memory_id, entity, keyed FROM memory_entities "
+            f"WHERE namespace = ? AND entity IN ({_marks(chunk)})",
+            [namespace, *chunk],
+        )
+        for row in sql.fetchall():
+            found.setdefault(row["entity"], []).append((str(row["memory_id"]), bool(row["keyed"])))
+    return found
+
+
+def _marks(items: Sequence[object]) -> str:
+    return ", ".join("?" * len(items))
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:

@@ -26,7 +26,8 @@ from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, 
 from erstwhile.domain.memory import State, normalise_label
 from erstwhile.domain.time import OPEN_END, end_to_micros, to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
-from erstwhile.projections.base import Projection
+from erstwhile.projections.base import Folded, Projection
+from erstwhile.projections.batch import BufferedSql
 
 MEMORY_COLUMNS = (
     "id, namespace, kind, content, subject, attribute, subject_key, attribute_key, value, "
@@ -98,6 +99,23 @@ class MemoriesProjection(Projection):
             sql.execute(f"DROP TABLE IF EXISTS {table}")
 
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
+        self._apply(sql, record, event, {})
+
+    def apply_many(self, sql: Sql, batch: Folded) -> None:
+        """Fold a batch with writes grouped, reading each actor's write count once."""
+        buffered = BufferedSql(sql)
+        counts: dict[tuple[str, str], int] = {}
+        for record, event in batch:
+            self._apply(buffered, record, event, counts)
+        buffered.flush()
+
+    def _apply(
+        self,
+        sql: Sql,
+        record: RecordedEvent,
+        event: LedgerEvent,
+        counts: dict[tuple[str, str], int],
+    ) -> None:
         memory_id = str(record.memory_id)
         if isinstance(event, Asserted):
             sql.execute(
@@ -113,7 +131,7 @@ class MemoriesProjection(Projection):
                     optional_micros(event.extracted_at), record.actor,
                     json_text(event.metadata), State.CURRENT.value,
                     to_micros(record.recorded_at), record.position, record.version, None, None,
-                    json_text(self._vector_clock(sql, record, event)),
+                    json_text(self._vector_clock(sql, record, event, counts)),
                     to_micros(record.recorded_at) if event.erased else None,
                 ),
             )  # fmt: skip
@@ -155,16 +173,29 @@ class MemoriesProjection(Projection):
             )
             sql.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory_id,))
 
-    def _vector_clock(self, sql: Sql, record: RecordedEvent, event: Asserted) -> dict[str, int]:
+    def _vector_clock(
+        self,
+        sql: Sql,
+        record: RecordedEvent,
+        event: Asserted,
+        counts: dict[tuple[str, str], int],
+    ) -> dict[str, int]:
         """Count this write for its actor; for every other actor, count its writes at or
-        before the position the writer said it had read (``observed_position``)."""
-        sql.execute(
-            "SELECT writes FROM actor_writes WHERE namespace = ? AND actor = ? "
-            "ORDER BY position DESC LIMIT 1",
-            (record.namespace, record.actor),
-        )
-        row = sql.fetchone()
-        own = (row["writes"] if row else 0) + 1
+        before the position the writer said it had read (``observed_position``).
+
+        ``counts`` carries each actor's running count through a batch, so the count is
+        read from the table once per actor and batch, not once per write.
+        """
+        actor = (record.namespace, record.actor)
+        if actor not in counts:
+            sql.execute(
+                "SELECT writes FROM actor_writes WHERE namespace = ? AND actor = ? "
+                "ORDER BY position DESC LIMIT 1",
+                actor,
+            )
+            row = sql.fetchone()
+            counts[actor] = row["writes"] if row else 0
+        own = counts[actor] = counts[actor] + 1
         sql.execute(
             "INSERT INTO actor_writes (namespace, actor, position, writes) VALUES (?, ?, ?, ?)",
             (record.namespace, record.actor, record.position, own),
@@ -219,50 +250,84 @@ class VersionsProjection(Projection):
         sql.execute("DROP TABLE IF EXISTS memory_versions")
 
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
-        recorded = to_micros(record.recorded_at)
+        self.apply_many(sql, [(record, event)])
+
+    def apply_many(self, sql: Sql, batch: Folded) -> None:
+        """Fold a batch without reading: an ``Asserted`` opens a row; any other event
+        copies the memory's open row into a new version with its changes and closes the
+        old one, both in SQL. Events are written in runs that touch each memory at most
+        once, each run as three grouped statements (open, copy, close), in that order."""
+        run = VersionRun()
+        for record, event in batch:
+            if str(record.memory_id) in run.touched:
+                run.write(sql)
+                run = VersionRun()
+            run.add(record, event)
+        run.write(sql)
+
+
+COPY_OPEN_VERSION = (
+    f"INSERT INTO memory_versions ({VERSION_COLUMNS}) "
+    "SELECT memory_id, ?, namespace, kind, subject_key, attribute_key, ?, valid_from, "
+    "COALESCE(?, valid_until), COALESCE(?, superseded_by), ?, ? FROM memory_versions "
+    "WHERE memory_id = ? AND recorded_until = ?"
+)
+"""A memory's next version: its open row with the new state (and, for a supersession,
+the new end of its window and its successor), recorded from the event's instant."""
+
+CLOSE_OLDER_VERSION = (
+    "UPDATE memory_versions SET recorded_until = ? "
+    "WHERE memory_id = ? AND recorded_until = ? AND seq <> ?"
+)
+"""Close the version a new one replaces: it stops being what the ledger knows."""
+
+
+class VersionRun:
+    """Version rows for events that touch distinct memories, written together."""
+
+    def __init__(self) -> None:
+        self.touched: set[str] = set()
+        self.opened: list[list[object]] = []
+        self.copied: list[list[object]] = []
+        self.closed: list[list[object]] = []
+
+    def add(self, record: RecordedEvent, event: LedgerEvent) -> None:
+        memory_id, recorded = str(record.memory_id), to_micros(record.recorded_at)
+        self.touched.add(memory_id)
         if isinstance(event, Asserted):
-            row = [
-                str(record.memory_id), record.version, record.namespace, event.kind.value,
+            self.opened.append([
+                memory_id, record.version, record.namespace, event.kind.value,
                 label_key(event.subject), label_key(event.attribute), State.CURRENT.value,
                 to_micros(event.valid_from), end_to_micros(event.valid_until), None,
                 recorded, OPEN_END,
-            ]  # fmt: skip
-            self._insert(sql, row)
+            ])  # fmt: skip
             return
-        previous = self._close_latest(sql, str(record.memory_id), recorded)
-        if previous is None:
+        changes = self._changes(event)
+        if changes is None:
             return
-        row = [previous[column] for column in VERSION_COLUMNS.split(", ")]
-        row[1], row[10], row[11] = record.version, recorded, OPEN_END
+        state, valid_until, successor = changes
+        self.copied.append([record.version, state, valid_until, successor, recorded, OPEN_END,
+                            memory_id, OPEN_END])  # fmt: skip
+        self.closed.append([recorded, memory_id, OPEN_END, record.version])
+
+    @staticmethod
+    def _changes(event: LedgerEvent) -> tuple[str, int | None, str | None] | None:
+        """The new state, window end and successor an event gives (None: unchanged), or
+        None for an event that does not change a memory's version."""
         if isinstance(event, Superseded):
-            row[6], row[8], row[9] = (
-                State.SUPERSEDED.value,
-                to_micros(event.at),
-                str(event.newer_id),
+            return State.SUPERSEDED.value, to_micros(event.at), str(event.newer_id)
+        if isinstance(event, Archived):
+            return State.ARCHIVED.value, None, None
+        if isinstance(event, Forgotten):
+            return State.FORGOTTEN.value, None, None
+        return None
+
+    def write(self, sql: Sql) -> None:
+        if self.opened:
+            sql.executemany(
+                f"INSERT INTO memory_versions ({VERSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                self.opened,
             )
-        elif isinstance(event, Archived):
-            row[6] = State.ARCHIVED.value
-        elif isinstance(event, Forgotten):
-            row[6] = State.FORGOTTEN.value
-        self._insert(sql, row)
-
-    def _insert(self, sql: Sql, row: list[object]) -> None:
-        sql.execute(
-            f"INSERT INTO memory_versions ({VERSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            row,
-        )
-
-    def _close_latest(self, sql: Sql, memory_id: str, recorded: int) -> dict[str, object] | None:
-        sql.execute(
-            f"SELECT {VERSION_COLUMNS} FROM memory_versions "
-            "WHERE memory_id = ? AND recorded_until = ?",
-            (memory_id, OPEN_END),
-        )
-        latest = sql.fetchone()
-        if latest is None:
-            return None
-        sql.execute(
-            "UPDATE memory_versions SET recorded_until = ? WHERE memory_id = ? AND seq = ?",
-            (recorded, memory_id, latest["seq"]),
-        )
-        return {column: latest[column] for column in VERSION_COLUMNS.split(", ")}
+        if self.copied:
+            sql.executemany(COPY_OPEN_VERSION, self.copied)
+            sql.executemany(CLOSE_OLDER_VERSION, self.closed)

@@ -12,8 +12,9 @@ from erstwhile.domain.bar import clears_bar
 from erstwhile.domain.events import Asserted, LedgerEvent, ProposalRejected, Superseded, proposal_id
 from erstwhile.domain.time import to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
-from erstwhile.projections.base import Projection
-from erstwhile.projections.candidates import candidates, claim_from_event
+from erstwhile.projections.base import Folded, Projection
+from erstwhile.projections.batch import BufferedSql
+from erstwhile.projections.candidates import candidates_many, claim_from_event
 
 
 class ProposalsProjection(Projection):
@@ -37,29 +38,64 @@ class ProposalsProjection(Projection):
         sql.execute("DROP TABLE IF EXISTS proposals")
 
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
-        if isinstance(event, Asserted):
-            self._propose(sql, record, event)
-        elif isinstance(event, ProposalRejected):
-            self._set_status(sql, str(record.memory_id), "rejected")
-        elif isinstance(event, Superseded) and event.proposal_id is not None:
-            self._set_status(sql, str(event.proposal_id), "accepted")
+        self.apply_many(sql, [(record, event)])
 
-    def _propose(self, sql: Sql, record: RecordedEvent, event: Asserted) -> None:
-        newer = claim_from_event(record, event)
-        known = to_micros(record.recorded_at)
-        for older in candidates(sql, record.namespace, newer, known):
-            if not clears_bar(older, newer):
-                continue
-            pair = proposal_id(older.id, newer.id)
-            sql.execute("SELECT status FROM proposals WHERE id = ?", (str(pair),))
-            if sql.fetchone() is not None:
-                continue
+    def apply_many(self, sql: Sql, batch: Folded) -> None:
+        """Fold a batch: find every new claim's candidates in a few queries for the
+        whole batch, then record each pair that clears the bar, in log order."""
+        proposed = self._proposed(sql, batch)
+        known = self._existing(sql, [pair for pairs in proposed.values() for pair, *_ in pairs])
+        buffered = BufferedSql(sql)
+        for record, event in batch:
+            if isinstance(event, Asserted):
+                for pair, older, confidence in proposed.get(record.position, []):
+                    if pair in known:
+                        continue
+                    known.add(pair)
+                    buffered.execute(
+                        "INSERT INTO proposals (id, namespace, older_id, newer_id, confidence, "
+                        "status, position) VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                        (pair, record.namespace, older, str(record.memory_id), confidence,
+                         record.position),
+                    )  # fmt: skip
+            elif isinstance(event, ProposalRejected):
+                self._set_status(buffered, str(record.memory_id), "rejected")
+            elif isinstance(event, Superseded) and event.proposal_id is not None:
+                self._set_status(buffered, str(event.proposal_id), "accepted")
+        buffered.flush()
+
+    def _proposed(self, sql: Sql, batch: Folded) -> dict[int, list[tuple[str, str, float]]]:
+        """For each ``Asserted`` (by position): the (pair id, older id, confidence) of
+        every memory it might replace, as the ledger knew them at that instant."""
+        by_namespace: dict[str, list[tuple[RecordedEvent, Asserted]]] = {}
+        for record, event in batch:
+            if isinstance(event, Asserted):
+                by_namespace.setdefault(record.namespace, []).append((record, event))
+        found: dict[int, list[tuple[str, str, float]]] = {}
+        for namespace, asserted in by_namespace.items():
+            wanted = [
+                (claim_from_event(record, event), to_micros(record.recorded_at))
+                for record, event in asserted
+            ]
+            olders = candidates_many(sql, namespace, wanted)
+            for (newer, _), candidates in zip(wanted, olders, strict=True):
+                found[newer.position] = [
+                    (str(proposal_id(older.id, newer.id)), str(older.id), newer.confidence)
+                    for older in candidates
+                    if clears_bar(older, newer)
+                ]
+        return found
+
+    def _existing(self, sql: Sql, pairs: list[str]) -> set[str]:
+        """The pairs already recorded (a fold that repeats is a no-op)."""
+        found: set[str] = set()
+        for start in range(0, len(pairs), 500):
+            chunk = pairs[start : start + 500]
             sql.execute(
-                "INSERT INTO proposals (id, namespace, older_id, newer_id, confidence, status, "
-                "position) VALUES (?, ?, ?, ?, ?, 'open', ?)",
-                (str(pair), record.namespace, str(older.id), str(newer.id), newer.confidence,
-                 record.position),
-            )  # fmt: skip
+                f"SELECT id FROM proposals WHERE id IN ({', '.join('?' * len(chunk))})", chunk
+            )
+            found.update(str(row["id"]) for row in sql.fetchall())
+        return found
 
     def _set_status(self, sql: Sql, pair: str, status: str) -> None:
         sql.execute("UPDATE proposals SET status = ? WHERE id = ?", (status, pair))
