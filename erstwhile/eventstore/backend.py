@@ -70,6 +70,17 @@ class Backend(ABC):
     def tracked_position(self, sql: Sql, name: str) -> int:
         """Return how far projection ``name`` has applied the log (0 if never)."""
 
+    def advance_tracking(self, sql: Sql, names: Sequence[str], position: int) -> None:
+        """Record that each named projection has applied the log up to ``position``, in
+        one statement (the tracking rows are eventsourcing's single-row tracking)."""
+        table = self.tracking_table
+        sql.executemany(
+            f"INSERT INTO {table} (application_name, notification_id) VALUES (?, ?) "
+            "ON CONFLICT (application_name) DO UPDATE SET notification_id = "
+            f"excluded.notification_id WHERE {table}.notification_id < excluded.notification_id",
+            [(name, position) for name in names],
+        )
+
     def tracked_positions(self, sql: Sql, names: Sequence[str]) -> dict[str, int]:
         """Return how far each named projection has applied the log, in one query."""
         sql.execute(

@@ -120,9 +120,9 @@ class KeyRing:
 
     def destroy(self, sql: Sql, memory_ids: Iterable[UUID]) -> None:
         """Delete keys: what they sealed can never be read again."""
-        sql.executemany(
-            "DELETE FROM erstwhile_keys WHERE memory_id = ?", [(str(i),) for i in memory_ids]
-        )
+        doomed = [(str(memory_id),) for memory_id in memory_ids]
+        if doomed:
+            sql.executemany("DELETE FROM erstwhile_keys WHERE memory_id = ?", doomed)
 
     def _wrap(self, memory_id: UUID, key: bytes) -> bytes:
         if self.master_key is None:

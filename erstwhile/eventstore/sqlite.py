@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import InterfaceError
 from eventsourcing.sqlite import (
     SQLiteApplicationRecorder,
     SQLiteConnection,
@@ -36,12 +37,33 @@ APPEND_ONLY_TRIGGERS = [
 ]
 
 
+STATEMENT_CACHE = 512
+"""Prepared statements each connection keeps. (eventsourcing's pool asks for
+``cached_statements=True``, a cache of one: every statement of an append and its fold
+would be parsed and planned again, which costs more than running most of them.)"""
+
+
 class DurableConnectionPool(SQLiteConnectionPool):
-    """eventsourcing's pool, with every connection set up for durability and erasure."""
+    """eventsourcing's pool, with every connection set up for durability and erasure,
+    and a statement cache that holds every statement the ledger runs."""
 
     def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        raw = connection._sqlite_conn
+        try:
+            raw = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=STATEMENT_CACHE,
+                timeout=self.lock_timeout or BUSY_TIMEOUT_SECONDS,
+            )
+        except (sqlite3.Error, TypeError) as error:
+            raise InterfaceError(error) from error
+        if not self.is_sqlite_memory_mode:
+            raw.execute("PRAGMA journal_mode=WAL")
+            self.is_journal_mode_wal = True
+        raw.row_factory = sqlite3.Row
+        connection = SQLiteConnection(sqlite_conn=raw, max_age=self.max_age)
         raw.execute("PRAGMA synchronous=FULL")
         raw.execute("PRAGMA secure_delete=ON")
         raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
@@ -87,11 +109,12 @@ class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
             f"CREATE INDEX IF NOT EXISTS {table}_recorded_at ON {table} (recorded_at)",
             f"CREATE INDEX IF NOT EXISTS {table}_namespace ON {table} (namespace, position)",
             "CREATE TABLE IF NOT EXISTS erstwhile_keys (memory_id TEXT PRIMARY KEY, "
-            "namespace TEXT NOT NULL, key_bytes BLOB NOT NULL, wrapped INTEGER NOT NULL)",
+            "namespace TEXT NOT NULL, key_bytes BLOB NOT NULL, wrapped INTEGER NOT NULL) "
+            "WITHOUT ROWID",
             "CREATE TABLE IF NOT EXISTS erstwhile_idempotency ("
             "namespace TEXT NOT NULL, idempotency_key TEXT NOT NULL, "
             "fingerprint TEXT NOT NULL, memory_id TEXT NOT NULL, "
-            "PRIMARY KEY (namespace, idempotency_key))",
+            "PRIMARY KEY (namespace, idempotency_key)) WITHOUT ROWID",
             *APPEND_ONLY_TRIGGERS,
         ]
 

@@ -91,7 +91,7 @@ class WriteCommands(LedgerCore):
             written[:] = appended
             self._fold_in_append(sql, previous_head, appended)
             if self._folded:
-                links.update(new_links(sql, ids))
+                links.update(new_links(sql, ids, any(plan.supersedes for plan in plans)))
 
         result = self.log.append(
             lambda start: plan_writes(plans, ids, olders, start),

@@ -12,8 +12,8 @@ def core_projections(dialect: str) -> list[Projection]:
 
     ``proposals`` reads ``memories`` and ``memory_versions``, so it comes after them.
     """
-    return [MemoriesProjection(), VersionsProjection(), SearchProjection(dialect),
-            ProposalsProjection()]  # fmt: skip
+    return [MemoriesProjection(dialect), VersionsProjection(dialect), SearchProjection(dialect),
+            ProposalsProjection(dialect)]  # fmt: skip
 
 
 __all__ = [

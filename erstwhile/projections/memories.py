@@ -56,7 +56,7 @@ class MemoriesProjection(Projection):
     """One row per memory: the claim, its provenance, its current state and links."""
 
     name = "memories"
-    version = 4
+    version = 5
     tables = ("memories", "memory_entities", "actor_writes")
 
     def create(self, sql: Sql) -> None:
@@ -74,7 +74,7 @@ class MemoriesProjection(Projection):
         sql.execute(
             "CREATE TABLE IF NOT EXISTS memory_entities (memory_id TEXT NOT NULL, "
             "namespace TEXT NOT NULL, entity TEXT NOT NULL, keyed INTEGER NOT NULL, "
-            "PRIMARY KEY (memory_id, entity))"
+            f"PRIMARY KEY (memory_id, entity)){self.keyed_table}"
         )
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memory_entities_entity "
@@ -83,15 +83,15 @@ class MemoriesProjection(Projection):
         sql.execute(
             "CREATE TABLE IF NOT EXISTS actor_writes (namespace TEXT NOT NULL, "
             "actor TEXT NOT NULL, position BIGINT NOT NULL, writes BIGINT NOT NULL, "
-            "PRIMARY KEY (namespace, actor, position))"
+            f"PRIMARY KEY (namespace, actor, position)){self.keyed_table}"
         )
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memories_subject "
             "ON memories (namespace, subject_key, attribute_key)"
         )
-        sql.execute("CREATE INDEX IF NOT EXISTS memories_successor ON memories (superseded_by)")
         sql.execute(
-            "CREATE INDEX IF NOT EXISTS memories_position ON memories (namespace, position)"
+            "CREATE INDEX IF NOT EXISTS memories_successor ON memories (superseded_by) "
+            "WHERE superseded_by IS NOT NULL"
         )
 
     def drop(self, sql: Sql) -> None:
@@ -221,7 +221,7 @@ class VersionsProjection(Projection):
     """The bitemporal rectangles: one row per version of each memory."""
 
     name = "memory_versions"
-    version = 1
+    version = 2
     tables = ("memory_versions",)
 
     def create(self, sql: Sql) -> None:
@@ -231,19 +231,15 @@ class VersionsProjection(Projection):
             "kind TEXT NOT NULL, subject_key TEXT, attribute_key TEXT, state TEXT NOT NULL, "
             "valid_from BIGINT NOT NULL, valid_until BIGINT NOT NULL, superseded_by TEXT, "
             "recorded_from BIGINT NOT NULL, recorded_until BIGINT NOT NULL, "
-            "PRIMARY KEY (memory_id, seq))"
+            f"PRIMARY KEY (memory_id, seq)){self.keyed_table}"
         )
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memory_versions_subject ON memory_versions "
             "(namespace, subject_key, attribute_key, recorded_until, recorded_from)"
         )
         sql.execute(
-            "CREATE INDEX IF NOT EXISTS memory_versions_known ON memory_versions "
-            "(memory_id, recorded_from)"
-        )
-        sql.execute(
             "CREATE INDEX IF NOT EXISTS memory_versions_successor "
-            "ON memory_versions (superseded_by)"
+            "ON memory_versions (superseded_by) WHERE superseded_by IS NOT NULL"
         )
 
     def drop(self, sql: Sql) -> None:

@@ -99,8 +99,11 @@ class NewLinks:
     supersedes: list[UUID]
 
 
-def new_links(sql: Sql, ids: Sequence[UUID], chunk: int = 500) -> dict[UUID, NewLinks]:
-    """Return the links of just-folded memories, in two queries per ``chunk`` ids."""
+def new_links(
+    sql: Sql, ids: Sequence[UUID], superseding: bool, chunk: int = 500
+) -> dict[UUID, NewLinks]:
+    """Return the links of just-folded memories, in one query per ``chunk`` ids (two if
+    any of them is ``superseding`` others)."""
     found: dict[UUID, NewLinks] = {}
     for start in range(0, len(ids), chunk):
         keys = [str(memory_id) for memory_id in ids[start : start + chunk]]
@@ -108,6 +111,8 @@ def new_links(sql: Sql, ids: Sequence[UUID], chunk: int = 500) -> dict[UUID, New
         sql.execute(f"SELECT id, vector_clock FROM memories WHERE id IN ({marks})", keys)
         for row in sql.fetchall():
             found[UUID(row["id"])] = NewLinks(_json(row["vector_clock"]) or {}, [])
+        if not superseding:
+            continue
         sql.execute(
             f"SELECT id, superseded_by FROM memories WHERE superseded_by IN ({marks}) "
             "ORDER BY position",

@@ -58,9 +58,6 @@ class SearchProjection(Projection):
     version = 1
     tables = ("memory_search",)
 
-    def __init__(self, dialect: str) -> None:
-        self.dialect = dialect
-
     def create(self, sql: Sql) -> None:
         if self.dialect == "sqlite":
             sql.execute(
