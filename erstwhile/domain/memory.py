@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
@@ -53,8 +54,12 @@ class State(StrEnum):
     FORGOTTEN = "forgotten"
 
 
+@lru_cache(maxsize=1 << 16)
 def normalise_label(text: str) -> str:
-    """Return the comparison form of a subject, attribute or entity: trimmed, case-folded."""
+    """Return the comparison form of a subject, attribute or entity: trimmed, case-folded.
+
+    Cached: a write and its fold normalise the same few labels several times each.
+    """
     return " ".join(text.split()).casefold()
 
 

@@ -193,8 +193,23 @@ class SQLiteBackend(Backend):
 
     @contextmanager
     def read(self) -> Iterator[Sql]:
-        with self.datastore.transaction(commit=False) as cursor:
-            yield SQLiteSql(cursor.sqlite_cursor)
+        """A snapshot read: a pooled connection, ``BEGIN`` ... ``ROLLBACK``.
+
+        (The same as eventsourcing's ``transaction(commit=False)`` without its layers of
+        context managers, which cost more than a point query.)
+        """
+        pool = self.datastore.pool
+        connection = pool.get_connection(is_writer=False)
+        try:
+            raw = connection._sqlite_conn
+            cursor = raw.cursor()
+            cursor.execute("BEGIN")
+            try:
+                yield SQLiteSql(cursor)
+            finally:
+                raw.rollback()
+        finally:
+            pool.put_connection(connection)
 
     def scrub(self) -> None:
         """Checkpoint the WAL into the main file and truncate it.

@@ -62,7 +62,8 @@ def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
     state = row["v_state"] if "v_state" in keys else row["state"]
     valid_until = row["v_valid_until"] if "v_valid_until" in keys else row["valid_until"]
     successor = row["v_superseded_by"] if "v_superseded_by" in keys else row["superseded_by"]
-    return Memory(
+    # Every value was validated before it was stored, so the model is not validated again.
+    return Memory.model_construct(
         id=UUID(row["id"]),
         namespace=row["namespace"],
         kind=Kind(row["kind"]),
@@ -137,7 +138,9 @@ def memories_from_append(
         if isinstance(event, Asserted):
             link = (links or {}).get(record.memory_id)
             found.append(
-                Memory(
+                # Every field comes from an event the ledger has just validated and
+                # stored, so the model is built without validating it again.
+                Memory.model_construct(
                     id=record.memory_id, namespace=namespace, kind=event.kind,
                     content=event.content, subject=event.subject, attribute=event.attribute,
                     value=event.value, entities=list(event.entities),
@@ -192,15 +195,15 @@ class MemoryReader:
             if found is None:
                 raise NotFound(f"memory {memory_id} was forgotten")
             return found
-        rows = self._select_versions(
+        known = self._select_linked(
             sql, "v.memory_id = ?", [str(memory_id)], to_micros(known_at), order=""
         )
-        if not rows or rows[0]["v_state"] == State.FORGOTTEN:
+        if not known or known[0].state is State.FORGOTTEN:
             raise NotFound(
                 f"no memory {memory_id} in namespace {self.namespace!r} "
                 f"as known at {known_at.isoformat()}"
             )
-        return self.with_links(sql, rows[0], to_micros(known_at))
+        return known[0]
 
     def facts(
         self,
@@ -222,8 +225,7 @@ class MemoryReader:
         conditions.append(f"v.state NOT IN ({', '.join('?' for _ in hidden)})")
         params.extend(hidden)
         recorded = LATEST if known_at is None else to_micros(known_at)
-        rows = self._select_versions(sql, " AND ".join(conditions), params, recorded)
-        return [self.with_links(sql, row, recorded) for row in rows]
+        return self._select_linked(sql, " AND ".join(conditions), params, recorded)
 
     def linked_ids(self, sql: Sql, memory_id: UUID) -> list[UUID]:
         """Return the ids this memory was superseded by and supersedes (any state)."""
@@ -262,23 +264,35 @@ class MemoryReader:
                 found[memory_id] = (row["position"], row["state"] != State.FORGOTTEN)
         return found
 
-    def _select_versions(
+    def _select_linked(
         self,
         sql: Sql,
         condition: str,
         params: list[Any],
         recorded: int,
         order: str = " ORDER BY m.valid_from DESC, m.position DESC",
-    ) -> list[Any]:
+    ) -> list[Memory]:
+        """Return the memories whose version rows, as known at ``recorded``, meet
+        ``condition``, each with the memories it superseded as known then: one query,
+        one row per (memory, superseded memory), folded back into one memory each."""
         sql.execute(
             "SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
-            "v.superseded_by AS v_superseded_by FROM memory_versions v "
-            "JOIN memories m ON m.id = v.memory_id "
+            "v.superseded_by AS v_superseded_by, s.memory_id AS v_older "
+            "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+            "LEFT JOIN memory_versions s ON s.superseded_by = v.memory_id "
+            "AND s.recorded_from <= ? AND s.recorded_until > ? "
+            "LEFT JOIN memories o ON o.id = s.memory_id "
             "WHERE v.namespace = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
-            f"AND m.erased_at IS NULL AND {condition}{order}",
-            [self.namespace, recorded, recorded, *params],
+            f"AND m.erased_at IS NULL AND {condition}"
+            f"{order or ' ORDER BY m.id'}, o.position",
+            [recorded, recorded, self.namespace, recorded, recorded, *params],
         )
-        return sql.fetchall()
+        grouped: dict[str, tuple[Any, list[UUID]]] = {}
+        for row in sql.fetchall():
+            _, olders = grouped.setdefault(row["id"], (row, []))
+            if row["v_older"] is not None:
+                olders.append(UUID(row["v_older"]))
+        return [memory_from_row(row, olders) for row, olders in grouped.values()]
 
     def with_links(self, sql: Sql, row: Any, recorded: int) -> Memory:
         """Build the memory of a memories/versions row with its links as known then."""
