@@ -57,7 +57,10 @@ class WritePlan:
     policy: str
     idempotency_key: str | None
     observed_position: int | None
+
     fingerprint: str
+    """A digest of the request as made, which a retry under the same idempotency key
+    must match (empty when no key is given: nothing will compare it)."""
 
     @classmethod
     def parse(cls, arguments: Mapping[str, Any]) -> WritePlan:
@@ -76,17 +79,22 @@ class WritePlan:
         ):
             raise ValidationError("observed_position must be a log position (an integer >= 0)")
         draft = parse_draft(fields)
-        payload = {
-            "draft": draft.model_dump(mode="json"),
-            "supersedes": [str(i) for i in supersedes],
-            "policy": policy,
-        }
-        digest = hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        digest = "" if key is None else fingerprint(draft, supersedes, policy)
         return cls(draft, supersedes, policy, key, observed, digest)
 
     def claim_view(self, start: datetime) -> ClaimView:
         """This request's claim as the bar sees it, opening at ``start`` if undated."""
         return ClaimView.of_new(self.draft, UUID(int=0), self.draft.window_from(start), 0)
+
+
+def fingerprint(draft: MemoryDraft, supersedes: Sequence[UUID], policy: str) -> str:
+    """Digest a ``remember`` request (its claim, what it supersedes, its policy)."""
+    payload = {
+        "draft": draft.model_dump(mode="json"),
+        "supersedes": [str(i) for i in supersedes],
+        "policy": policy,
+    }
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def _ids(values: Any) -> tuple[UUID, ...]:

@@ -24,10 +24,11 @@ CLAIM_SELECT = (
     "v.valid_until, m.value, m.content, m.confidence, m.position FROM memory_versions v "
     "JOIN memories m ON m.id = v.memory_id "
 )
-KNOWN_SELECT = CLAIM_SELECT.replace(
-    " FROM memory_versions", ", v.recorded_from, v.recorded_until FROM memory_versions"
+KNOWN_SELECT = (
+    "SELECT v.memory_id, v.subject_key, v.attribute_key, v.kind, v.recorded_from, "
+    "v.recorded_until FROM memory_versions v "
 )
-"""A claim with the recorded interval of the version it comes from."""
+"""What sifting candidates needs of a version: whose, which key and kind, known when."""
 
 
 def claim_from_row(row: Any) -> ClaimView:
@@ -85,43 +86,61 @@ def candidates_many(sql: Sql, namespace: str, wanted: Sequence[Wanted]) -> list[
     versions = VersionIndex(
         _by_key(sql, span, [c for c, _ in revisable if c.keyed]) + _by_id(sql, span, named)
     )
-    return [versions.candidates(claim, known, members) for claim, known in wanted]
+    matched = [versions.matches(claim, known, members) for claim, known in wanted]
+    claims = _current_claims(sql, sorted({m for ids in matched for m in ids}))
+    return [sorted((claims[m] for m in ids), key=lambda c: c.position) for ids in matched]
 
 
 class VersionIndex:
-    """The version rows fetched for a batch, indexed by key and by memory, so each
-    claim's candidates are sifted from the few rows that can concern it."""
+    """The current version rows fetched for a batch (ids, keys, kinds and recorded
+    intervals only), indexed by key and by memory, so each claim's candidates are
+    sifted from the few rows that can concern it."""
 
     def __init__(self, rows: list[Any]) -> None:
         self.by_key: dict[tuple[str, str], list[Any]] = {}
         self.by_id: dict[str, list[Any]] = {}
         for row in rows:
-            self.by_id.setdefault(row["id"], []).append(row)
+            self.by_id.setdefault(row["memory_id"], []).append(row)
             if row["subject_key"] is not None and row["attribute_key"] is not None:
                 self.by_key.setdefault((row["subject_key"], row["attribute_key"]), []).append(row)
 
-    def candidates(
+    def matches(
         self, newer: ClaimView, known: int, members: dict[str, list[tuple[str, bool]]]
-    ) -> list[ClaimView]:
-        """The candidates of one claim, as known at ``known``, in log order."""
+    ) -> set[str]:
+        """The ids of one claim's candidates, as known at ``known``."""
         if not newer.kind.revisable:
-            return []
+            return set()
         rows: list[Any] = []
         if newer.keyed:
             rows += self.by_key.get((str(newer.subject_key), str(newer.attribute_key)), [])
         # A structured claim meets another structured one by key alone, so through
         # shared entities it only meets the claims that lack a key.
-        for entity in sorted(newer.entities):
+        for entity in newer.entities:
             for memory_id, keyed in members.get(entity, ()):
                 if not (newer.keyed and keyed):
                     rows += self.by_id.get(memory_id, [])
-        found: dict[str, Any] = {}
-        own, kind = str(newer.id), newer.kind.value
-        for row in rows:
-            if row["recorded_from"] <= known < row["recorded_until"] and row["kind"] == kind:
-                found[row["id"]] = row
-        found.pop(own, None)
-        return sorted(map(claim_from_row, found.values()), key=lambda c: c.position)
+        kind = newer.kind.value
+        found = {
+            row["memory_id"]
+            for row in rows
+            if row["recorded_from"] <= known < row["recorded_until"] and row["kind"] == kind
+        }
+        found.discard(str(newer.id))
+        return found
+
+
+def _current_claims(sql: Sql, ids: list[str]) -> dict[str, ClaimView]:
+    """The claims of these memories as they were asserted: a memory has one version in
+    state ``current`` (any later event closes it for good), which is the one a
+    candidate was found current in."""
+    found: dict[str, ClaimView] = {}
+    for chunk in _chunks(ids, 500):
+        sql.execute(
+            CLAIM_SELECT + f"WHERE v.state = 'current' AND v.memory_id IN ({_marks(chunk)})",
+            chunk,
+        )
+        found.update((row["id"], claim_from_row(row)) for row in sql.fetchall())
+    return found
 
 
 def _by_key(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
