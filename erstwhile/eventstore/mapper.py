@@ -76,7 +76,7 @@ class PydanticMapper(Mapper[Any]):
         cls = cast(type[LedgerEvent], resolve_topic(stored_event.topic))
         state: dict[str, Any] = self.transcoder.decode(stored_event.state)
         if "sealed" in state:
-            state = unseal(state, UUID(str(stored_event.originator_id)), key)
+            state = unseal(state, _uuid(stored_event.originator_id), key)
         version = state.pop("class_version", 1)
         while version < cls.class_version:
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
@@ -85,3 +85,8 @@ class PydanticMapper(Mapper[Any]):
         state["originator_version"] = stored_event.originator_version
         event: LedgerEvent = cls.model_validate(state)
         return event
+
+
+def _uuid(value: Any) -> UUID:
+    """An originator id as a UUID (the recorders hand back a UUID or its text)."""
+    return value if isinstance(value, UUID) else UUID(str(value))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -36,6 +36,12 @@ class RecordedEvent:
     namespace: str
     payload: bytes
     hash: bytes
+    memory_key: str = field(default="", compare=False, repr=False)
+    """The memory id as text, as SQL wants it (derived once, not at every use)."""
+
+    def __post_init__(self) -> None:
+        if not self.memory_key:
+            object.__setattr__(self, "memory_key", str(self.memory_id))
 
     @property
     def type(self) -> str:

@@ -120,9 +120,7 @@ class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
 
     def insert_recorded(self, cursor: Any, events: Sequence[RecordedEvent]) -> None:
         """Insert fully formed events (position, time and hash already assigned)."""
-        cursor.executemany(
-            self.insert_events_statement, [e.as_row(str(e.memory_id)) for e in events]
-        )
+        cursor.executemany(self.insert_events_statement, [e.as_row(e.memory_key) for e in events])
 
 
 class SQLiteSql:

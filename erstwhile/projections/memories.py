@@ -116,7 +116,7 @@ class MemoriesProjection(Projection):
         event: LedgerEvent,
         counts: dict[tuple[str, str], int],
     ) -> None:
-        memory_id = str(record.memory_id)
+        memory_id = record.memory_key
         if isinstance(event, Asserted):
             sql.execute(
                 f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES "
@@ -255,7 +255,7 @@ class VersionsProjection(Projection):
         once, each run as three grouped statements (open, copy, close), in that order."""
         run = VersionRun()
         for record, event in batch:
-            if str(record.memory_id) in run.touched:
+            if record.memory_key in run.touched:
                 run.write(sql)
                 run = VersionRun()
             run.add(record, event)
@@ -288,7 +288,7 @@ class VersionRun:
         self.closed: list[list[object]] = []
 
     def add(self, record: RecordedEvent, event: LedgerEvent) -> None:
-        memory_id, recorded = str(record.memory_id), to_micros(record.recorded_at)
+        memory_id, recorded = record.memory_key, to_micros(record.recorded_at)
         self.touched.add(memory_id)
         if isinstance(event, Asserted):
             self.opened.append([

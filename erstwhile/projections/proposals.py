@@ -55,11 +55,11 @@ class ProposalsProjection(Projection):
                     buffered.execute(
                         "INSERT INTO proposals (id, namespace, older_id, newer_id, confidence, "
                         "status, position) VALUES (?, ?, ?, ?, ?, 'open', ?)",
-                        (pair, record.namespace, older, str(record.memory_id), confidence,
+                        (pair, record.namespace, older, record.memory_key, confidence,
                          record.position),
                     )  # fmt: skip
             elif isinstance(event, ProposalRejected):
-                self._set_status(buffered, str(record.memory_id), "rejected")
+                self._set_status(buffered, record.memory_key, "rejected")
             elif isinstance(event, Superseded) and event.proposal_id is not None:
                 self._set_status(buffered, str(event.proposal_id), "accepted")
         buffered.flush()
