@@ -47,8 +47,14 @@ class Backend(ABC):
     events_table = "erstwhile_events"
 
     @abstractmethod
-    def write(self) -> AbstractContextManager[Sql]:
-        """Open a transaction serialised with every other writer; commit on success."""
+    def write(self, durable: bool = True) -> AbstractContextManager[Sql]:
+        """Open a transaction serialised with every other writer; commit on success.
+
+        ``durable=False`` lets the commit return before it reaches the disk: for
+        transactions that only fold the log into projections, which a crash can only
+        set back to an earlier consistent position (rows and tracking go together), to
+        be folded again from the log. Appends are always durable.
+        """
 
     @abstractmethod
     def read(self) -> AbstractContextManager[Sql]:

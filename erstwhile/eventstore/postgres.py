@@ -195,8 +195,10 @@ class PostgresBackend(Backend):
         return row is not None and all(value is not None for value in row.values())
 
     @contextmanager
-    def write(self) -> Iterator[Sql]:
+    def write(self, durable: bool = True) -> Iterator[Sql]:
         with self.datastore.transaction(commit=True) as cursor:
+            if not durable:
+                cursor.execute(SQL("SET LOCAL synchronous_commit = off"))
             cursor.execute(SQL("SET LOCAL lock_timeout = '30s'"))
             cursor.execute(
                 SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(

@@ -178,16 +178,23 @@ class SQLiteBackend(Backend):
             )
 
     @contextmanager
-    def write(self) -> Iterator[Sql]:
+    def write(self, durable: bool = True) -> Iterator[Sql]:
         with self.datastore.get_connection(commit=True) as connection:
             raw = connection._sqlite_conn
-            raw.execute("BEGIN IMMEDIATE")
+            if not durable:
+                # WAL with synchronous=NORMAL: atomic and consistent, not yet synced.
+                raw.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield SQLiteSql(raw.cursor())
-            except BaseException:
-                raw.rollback()
-                raise
-            raw.commit()
+                raw.execute("BEGIN IMMEDIATE")
+                try:
+                    yield SQLiteSql(raw.cursor())
+                except BaseException:
+                    raw.rollback()
+                    raise
+                raw.commit()
+            finally:
+                if not durable:
+                    raw.execute("PRAGMA synchronous=FULL")
 
     @contextmanager
     def read(self) -> Iterator[Sql]:

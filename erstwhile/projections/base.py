@@ -132,7 +132,9 @@ class ProjectionRunner:
         target = head if until is None else min(until, head)
         batches = 0
         while lowest < target:
-            with translated_errors(), self.backend.write() as sql:
+            # Not durable: a crash can only set the projections back to a position they
+            # fully applied, and the log (which is durable) folds again from there.
+            with translated_errors(), self.backend.write(durable=False) as sql:
                 lowest = self.apply_batch(sql)
             batches += 1
             if batches & (batches - 1) == 0 and batches >= 2:
