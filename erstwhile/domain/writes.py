@@ -112,7 +112,8 @@ def _ids(values: Any) -> tuple[UUID, ...]:
 def assert_event(plan: WritePlan, memory_id: UUID, window: Window) -> Asserted:
     """Return the ``Asserted`` event opening a new memory's stream."""
     draft = plan.draft
-    return Asserted(
+    # Every field comes from the validated draft: the event is not validated again.
+    return Asserted.model_construct(
         originator_id=memory_id,
         originator_version=1,
         kind=draft.kind,
@@ -120,16 +121,16 @@ def assert_event(plan: WritePlan, memory_id: UUID, window: Window) -> Asserted:
         subject=draft.subject,
         attribute=draft.attribute,
         value=draft.value,
-        entities=draft.entities,
+        entities=tuple(draft.entities),
         valid_from=window.start,
         valid_until=window.end,
         occurred_at=draft.occurred_at,
         confidence=draft.confidence,
-        evidence=draft.evidence,
+        evidence=tuple(draft.evidence),
         extractor_id=draft.extractor_id,
         extracted_at=draft.extracted_at,
         metadata=draft.metadata,
-        supersedes=plan.supersedes,
+        supersedes=tuple(plan.supersedes),
         idempotency_key=plan.idempotency_key,
         observed_position=plan.observed_position,
     )
