@@ -13,10 +13,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+import psycopg
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
     PostgresDatastore,
@@ -24,13 +25,14 @@ from eventsourcing.postgres import (
 )
 from psycopg import Connection
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from erstwhile.domain.errors import StoreUnavailable
 from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
+BEGIN_READ = SQL("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").format()
 
 
 class LedgerPostgresDatastore(PostgresDatastore):
@@ -164,6 +166,12 @@ class PostgresBackend(Backend):
         self.tracker = PostgresTrackingRecorder(
             self.datastore, tracking_table_name="erstwhile_tracking"
         )
+        # One round trip: the simple query protocol runs the statements at once.
+        lock = SQL("SET LOCAL lock_timeout = '30s'; LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
+            Identifier(self.datastore.schema), Identifier(self.events_table)
+        )
+        self._begin_write = SQL("BEGIN; {0}").format(lock)
+        self._begin_fold = SQL("BEGIN; SET LOCAL synchronous_commit = off; {0}").format(lock)
 
     def create_tables(self) -> None:
         """Create the schema and tables once, even when several processes open at once.
@@ -196,22 +204,34 @@ class PostgresBackend(Backend):
 
     @contextmanager
     def write(self, durable: bool = True) -> Iterator[Sql]:
-        with self.datastore.transaction(commit=True) as cursor:
-            if not durable:
-                cursor.execute(SQL("SET LOCAL synchronous_commit = off"))
-            cursor.execute(SQL("SET LOCAL lock_timeout = '30s'"))
-            cursor.execute(
-                SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
-                    Identifier(self.datastore.schema), Identifier(self.events_table)
-                )
-            )
-            yield PostgresSql(cursor)
+        with self._transaction(self._begin_write if durable else self._begin_fold) as sql:
+            yield sql
 
     @contextmanager
     def read(self) -> Iterator[Sql]:
-        with self.datastore.transaction(commit=False) as cursor:
-            cursor.execute(SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-            yield PostgresSql(cursor)
+        with self._transaction(BEGIN_READ) as sql:
+            yield sql
+
+    @contextmanager
+    def _transaction(self, begin: Composed) -> Iterator[PostgresSql]:
+        """Run a transaction on a pooled connection: ``begin`` (one round trip, however
+        many statements it holds), the body, then COMMIT; ROLLBACK if the body raises.
+
+        Reads end with COMMIT too: their transactions are READ ONLY, so it writes nothing
+        and costs no flush, and psycopg keeps the connection's prepared statements (it
+        drops them all on every ROLLBACK, which re-plans each statement of the next
+        transaction and never lets one reach its prepare threshold).
+        """
+        with self.datastore.get_connection() as connection:
+            try:
+                cursor = connection.cursor()
+                cursor.execute(begin, prepare=False)
+                yield PostgresSql(cursor)
+            except BaseException:
+                with suppress(psycopg.Error):
+                    connection.rollback()
+                raise
+            connection.commit()
 
     def scrub(self) -> None:
         """VACUUM the tables a hard forget touched, so dead row versions holding the
