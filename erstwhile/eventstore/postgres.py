@@ -23,7 +23,8 @@ from eventsourcing.postgres import (
     PostgresDatastore,
     PostgresTrackingRecorder,
 )
-from psycopg import Connection
+from psycopg import Connection, Cursor
+from psycopg.abc import Params, QueryNoTemplate
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
@@ -97,18 +98,24 @@ class LedgerPostgresRecorder(PostgresApplicationRecorder):
             "SELECT MAX(position) AS max FROM {schema}.{table}"
         ).format(schema=schema, table=table)
 
-    def insert_recorded(self, cursor: Any, events: Sequence[RecordedEvent]) -> None:
+    def insert_recorded(self, sql: PostgresSql, events: Sequence[RecordedEvent]) -> None:
         """Insert fully formed events (position, time and hash already assigned)."""
-        cursor.executemany(self.insert_recorded_statement, [e.as_row(e.memory_id) for e in events])
+        sql.run_many(self.insert_recorded_statement, [e.as_row(e.memory_id) for e in events])
 
 
 class PostgresSql:
-    """:class:`Sql` over a psycopg cursor, turning ``?`` placeholders into ``%s``."""
+    """:class:`Sql` over a psycopg cursor, turning ``?`` placeholders into ``%s``.
+
+    ``executemany`` of no rows sends nothing (psycopg would enter pipeline mode and
+    sync it: a round trip), of one row a plain execute (no pipeline to enter and sync).
+    """
 
     _statements: dict[str, str] = {}
 
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Cursor[DictRow]) -> None:
         self.raw = cursor
+        self.notify = False
+        """Set by :meth:`PostgresBackend.notify`: send NOTIFY with the COMMIT."""
 
     def _convert(self, statement: str) -> str:
         converted = self._statements.get(statement)
@@ -121,13 +128,27 @@ class PostgresSql:
         self.raw.execute(self._convert(statement), params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.raw.executemany(self._convert(statement), rows)
+        self.run_many(self._convert(statement), rows)
 
     def fetchone(self) -> Any:
         return self.raw.fetchone()
 
     def fetchall(self) -> list[Any]:
         return list(self.raw.fetchall())
+
+    def run_many(self, query: QueryNoTemplate, rows: Sequence[Params]) -> None:
+        """Execute a psycopg query (``%s`` placeholders) once per row."""
+        if len(rows) == 1:
+            self.raw.execute(query, rows[0])
+        elif rows:
+            self.raw.executemany(query, rows)
+
+
+def own(sql: Sql) -> PostgresSql:
+    """The :class:`PostgresSql` of a PostgreSQL transaction (what write() and read() yield)."""
+    if not isinstance(sql, PostgresSql):
+        raise TypeError(f"expected the PostgresSql of a PostgreSQL transaction, got {sql!r}")
+    return sql
 
 
 def datastore_from_url(
@@ -166,12 +187,15 @@ class PostgresBackend(Backend):
         self.tracker = PostgresTrackingRecorder(
             self.datastore, tracking_table_name="erstwhile_tracking"
         )
-        # One round trip: the simple query protocol runs the statements at once.
+        # One round trip each: the simple query protocol runs several statements at once.
         lock = SQL("SET LOCAL lock_timeout = '30s'; LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
             Identifier(self.datastore.schema), Identifier(self.events_table)
         )
         self._begin_write = SQL("BEGIN; {0}").format(lock)
         self._begin_fold = SQL("BEGIN; SET LOCAL synchronous_commit = off; {0}").format(lock)
+        self._notify_and_commit = SQL("NOTIFY {0}; COMMIT").format(
+            Identifier(self.recorder.channel_name)
+        )
 
     def create_tables(self) -> None:
         """Create the schema and tables once, even when several processes open at once.
@@ -215,7 +239,8 @@ class PostgresBackend(Backend):
     @contextmanager
     def _transaction(self, begin: Composed) -> Iterator[PostgresSql]:
         """Run a transaction on a pooled connection: ``begin`` (one round trip, however
-        many statements it holds), the body, then COMMIT; ROLLBACK if the body raises.
+        many statements it holds), the body, then COMMIT (with the NOTIFY, if the body
+        appended: one round trip too); ROLLBACK if anything raises.
 
         Reads end with COMMIT too: their transactions are READ ONLY, so it writes nothing
         and costs no flush, and psycopg keeps the connection's prepared statements (it
@@ -226,7 +251,10 @@ class PostgresBackend(Backend):
             try:
                 cursor = connection.cursor()
                 cursor.execute(begin, prepare=False)
-                yield PostgresSql(cursor)
+                sql = PostgresSql(cursor)
+                yield sql
+                if sql.notify:
+                    cursor.execute(self._notify_and_commit, prepare=False)
             except BaseException:
                 with suppress(psycopg.Error):
                     connection.rollback()
@@ -247,7 +275,7 @@ class PostgresBackend(Backend):
                 )
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
-        self.recorder.insert_recorded(sql.raw, events)
+        self.recorder.insert_recorded(own(sql), events)
 
     @contextmanager
     def listener(self, stop: threading.Event) -> Iterator[Callable[[float], None]]:
@@ -286,7 +314,8 @@ class PostgresBackend(Backend):
                     connection.execute(SQL("ANALYZE {0}").format(Identifier(table)))
 
     def notify(self, sql: Sql) -> None:
-        sql.raw.execute(SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name)))
+        """NOTIFY the log's channel; sent with the COMMIT (it is delivered then anyway)."""
+        own(sql).notify = True
 
     def insert_tracking(self, sql: Sql, name: str, position: int) -> None:
         self.tracker._insert_tracking(sql.raw, self.tracking(name, position))
