@@ -320,6 +320,18 @@ class PostgresBackend(Backend):
     def insert_tracking(self, sql: Sql, name: str, position: int) -> None:
         self.tracker._insert_tracking(sql.raw, self.tracking(name, position))
 
+    def advance_tracking(self, sql: Sql, names: Sequence[str], position: int) -> None:
+        """One statement over an array of names: psycopg's ``executemany`` would enter
+        pipeline mode and sync it, which costs more here than the round trips it saves."""
+        sql.execute(
+            "INSERT INTO erstwhile_tracking (application_name, notification_id) "
+            "SELECT name, ?::bigint FROM unnest(?::text[]) AS name "
+            "ON CONFLICT (application_name) DO UPDATE SET notification_id = "
+            "excluded.notification_id WHERE erstwhile_tracking.notification_id < "
+            "excluded.notification_id",
+            (position, list(dict.fromkeys(names))),
+        )
+
     def tracked_position(self, sql: Sql, name: str) -> int:
         return self.tracker._max_tracking_id(name, sql.raw) or 0
 
