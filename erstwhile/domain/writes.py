@@ -112,8 +112,7 @@ def _ids(values: Any) -> tuple[UUID, ...]:
 def assert_event(plan: WritePlan, memory_id: UUID, window: Window) -> Asserted:
     """Return the ``Asserted`` event opening a new memory's stream."""
     draft = plan.draft
-    # Every field comes from the validated draft: the event is not validated again.
-    return Asserted.model_construct(
+    return Asserted(
         originator_id=memory_id,
         originator_version=1,
         kind=draft.kind,

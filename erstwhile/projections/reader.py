@@ -62,8 +62,7 @@ def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
     state = row["v_state"] if "v_state" in keys else row["state"]
     valid_until = row["v_valid_until"] if "v_valid_until" in keys else row["valid_until"]
     successor = row["v_superseded_by"] if "v_superseded_by" in keys else row["superseded_by"]
-    # Every value was validated before it was stored, so the model is not validated again.
-    return Memory.model_construct(
+    return Memory(
         id=UUID(row["id"]),
         namespace=row["namespace"],
         kind=Kind(row["kind"]),
@@ -138,9 +137,7 @@ def memories_from_append(
         if isinstance(event, Asserted):
             link = (links or {}).get(record.memory_id)
             found.append(
-                # Every field comes from an event the ledger has just validated and
-                # stored, so the model is built without validating it again.
-                Memory.model_construct(
+                Memory(
                     id=record.memory_id, namespace=namespace, kind=event.kind,
                     content=event.content, subject=event.subject, attribute=event.attribute,
                     value=event.value, entities=list(event.entities),
