@@ -129,21 +129,22 @@ class Queries(LedgerCore):
             raise ValidationError("limit must be an integer from 1 to 1000")
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
+        chosen = [_kind(k) for k in kinds] if kinds is not None else None
+        # "Now" and the answer come from one snapshot: "now" is then never before the
+        # last event the projections hold, which the live search index relies on.
         with translated_errors(), self.log.backend.read() as sql:
-            present = self._present(sql)
-        request = recall.SearchRequest(
-            query=query,
-            valid_at=valid or known or present,
-            as_of_given=valid is not None,
-            known_at=known,
-            include_history=include_history,
-            kinds=[_kind(k) for k in kinds] if kinds is not None else None,
-            subject=subject,
-            attribute=attribute,
-            entities=list(entities) if entities is not None else None,
-            limit=limit,
-        )
-        with translated_errors(), self.log.backend.read() as sql:
+            request = recall.SearchRequest(
+                query=query,
+                valid_at=valid or known or self._present(sql),
+                as_of_given=valid is not None,
+                known_at=known,
+                include_history=include_history,
+                kinds=chosen,
+                subject=subject,
+                attribute=attribute,
+                entities=list(entities) if entities is not None else None,
+                limit=limit,
+            )
             raw = recall.search(sql, self.namespace, self.search_index, request)
             recorded = LATEST if known is None else to_micros(known)
             return [
