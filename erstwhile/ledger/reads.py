@@ -122,7 +122,11 @@ class Queries(LedgerCore):
         limit: int = 10,
     ) -> list[Hit]:
         """Find memories by meaning-bearing words: what is true now (or at ``as_of``, as
-        known at ``known_at``); ``include_history`` adds the rest a full tier below."""
+        known at ``known_at``); ``include_history`` adds the rest a full tier below.
+
+        Within a tier, memories sharing more of the query's terms come first, then the
+        higher text score, then the more recent (docs/decisions.md, "Search").
+        """
         if not isinstance(query, str) or "\x00" in query:
             raise ValidationError("query must be text without NUL bytes")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
