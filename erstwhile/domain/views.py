@@ -22,7 +22,11 @@ class History(BaseModel):
 
 
 class Hit(BaseModel):
-    """One search result: the memory, its relevance, and its tier."""
+    """One search result: the memory, its relevance, and its tier.
+
+    ``score`` is the number of query terms the memory shares plus its text score (BM25
+    or ``ts_rank``) mapped into [0, 1): within a tier, hits come in descending score.
+    """
 
     model_config = ConfigDict(frozen=True)
 

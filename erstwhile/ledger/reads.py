@@ -122,28 +122,33 @@ class Queries(LedgerCore):
         limit: int = 10,
     ) -> list[Hit]:
         """Find memories by meaning-bearing words: what is true now (or at ``as_of``, as
-        known at ``known_at``); ``include_history`` adds the rest a full tier below."""
+        known at ``known_at``); ``include_history`` adds the rest a full tier below.
+
+        Within a tier, memories sharing more of the query's terms come first, then the
+        higher text score, then the more recent (docs/decisions.md, "Search").
+        """
         if not isinstance(query, str) or "\x00" in query:
             raise ValidationError("query must be text without NUL bytes")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError("limit must be an integer from 1 to 1000")
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
+        chosen = [_kind(k) for k in kinds] if kinds is not None else None
+        # "Now" and the answer come from one snapshot: "now" is then never before the
+        # last event the projections hold, which the live search index relies on.
         with translated_errors(), self.log.backend.read() as sql:
-            present = self._present(sql)
-        request = recall.SearchRequest(
-            query=query,
-            valid_at=valid or known or present,
-            as_of_given=valid is not None,
-            known_at=known,
-            include_history=include_history,
-            kinds=[_kind(k) for k in kinds] if kinds is not None else None,
-            subject=subject,
-            attribute=attribute,
-            entities=list(entities) if entities is not None else None,
-            limit=limit,
-        )
-        with translated_errors(), self.log.backend.read() as sql:
+            request = recall.SearchRequest(
+                query=query,
+                valid_at=valid or known or self._present(sql),
+                as_of_given=valid is not None,
+                known_at=known,
+                include_history=include_history,
+                kinds=chosen,
+                subject=subject,
+                attribute=attribute,
+                entities=list(entities) if entities is not None else None,
+                limit=limit,
+            )
             raw = recall.search(sql, self.namespace, self.search_index, request)
             recorded = LATEST if known is None else to_micros(known)
             return [

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import combinations
+from math import comb
 from typing import Any
 from uuid import UUID
 
@@ -14,7 +16,20 @@ from erstwhile.domain.time import to_micros
 from erstwhile.eventstore import Sql
 from erstwhile.projections.candidates import CLAIM_SELECT, claim_from_row
 from erstwhile.projections.reader import LATEST
-from erstwhile.projections.search import SearchProjection, query_terms
+from erstwhile.projections.search import MEMORY_ROWS, SearchProjection, Source, query_terms
+
+MAX_TERMS = 32
+"""The most terms a search ranks by: the first ones of the query that occur in the index."""
+ENUMERATED_SETS = 20
+"""The most sets of shared terms one statement names before the search first asks the
+index which sets occur at all (a question of up to six terms never needs to)."""
+SLACK = 16
+"""How many more of a level's best matches than it needs a search reads first, for rows
+the tier's filters drop; if they drop more, the level is ranked with the filters applied."""
+ROW = (
+    "SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
+    "v.superseded_by AS v_superseded_by, "
+)
 
 
 @dataclass(frozen=True)
@@ -42,50 +57,152 @@ class RawHit:
     tier: str
 
 
+@dataclass(frozen=True)
+class Tier:
+    """Which memories one tier holds: a condition on ``memories m`` and
+    ``memory_versions v``, and whether the live index holds every one of them."""
+
+    name: str
+    condition: str
+    params: list[Any]
+    live: bool
+
+
 def search(
     sql: Sql, namespace: str, index: SearchProjection, request: SearchRequest
 ) -> list[RawHit]:
     """Rank live memories first (tier ``current``), then, on request, every other memory
-    that is not forgotten (tier ``historical``), each tier by text score then recency."""
-    valid, recorded = to_micros(request.valid_at), LATEST
-    if request.known_at is not None:
-        recorded = to_micros(request.known_at)
-    live = "v.valid_from <= ? AND v.valid_until > ?"
-    live_params: list[Any] = [valid, valid]
-    if not request.as_of_given:
-        live += " AND v.state <> 'archived'"
+    that is not forgotten (tier ``historical``). Within a tier, memories sharing more
+    query terms come first, then the higher text score, then the more recent."""
     terms = query_terms(request.query)
     if request.query.strip() and not terms:
         return []
-    match, score, text_params = ("1 = 1", "0.0", []) if not terms else index.match(terms)
-    score_params = text_params[1:] if len(text_params) > 1 else []
-    match_params = text_params[:1]
-    source = "memory_versions v JOIN memories m ON m.id = v.memory_id"
-    if terms:
-        table = "memory_search" if index.dialect == "sqlite" else "memory_search s"
-        key = "memory_search" if index.dialect == "sqlite" else "s"
-        source = f"{table} JOIN memory_versions v ON v.memory_id = {key}.memory_id " \
-                 "JOIN memories m ON m.id = v.memory_id"  # fmt: skip
+    hits: list[RawHit] = []
+    for tier in tiers(request):
+        need = request.limit - len(hits)
+        if need <= 0:
+            break
+        if terms:
+            hits.extend(_ranked(sql, namespace, index, request, tier, terms, need))
+        else:
+            hits.extend(_recent(sql, namespace, request, tier, need))
+    return hits
+
+
+def tiers(request: SearchRequest) -> list[Tier]:
+    """Return the tiers a search ranks, best first."""
+    valid = to_micros(request.valid_at)
+    live = "v.valid_from <= ? AND v.valid_until > ?"
+    if not request.as_of_given:
+        live += " AND v.state <> 'archived'"
+    # The live index holds every memory that can be true now, as the ledger knows it now.
+    default = not request.as_of_given and request.known_at is None
+    found = [Tier("current", live, [valid, valid], default)]
+    if request.include_history:
+        found.append(Tier("historical", f"NOT ({live})", [valid, valid], False))
+    return found
+
+
+def _ranked(
+    sql: Sql,
+    namespace: str,
+    index: SearchProjection,
+    request: SearchRequest,
+    tier: Tier,
+    terms: list[str],
+    need: int,
+) -> list[RawHit]:
+    """Rank one tier a level at a time: first the memories sharing every known term,
+    then those sharing one fewer, down to one, until ``need`` hits are found. Each level
+    ranks only its own memories, so common terms never make the search score every
+    memory that shares one of them."""
+    known = index.known(sql, terms, tier.live)[:MAX_TERMS]
+    found: list[RawHit] = []
+    occurring: set[int] | None = None
+    for shared in range(len(known), 0, -1):
+        if occurring is None and comb(len(known), shared) > ENUMERATED_SETS:
+            occurring = index.signatures(sql, known, tier.live)
+        if occurring is None:
+            masks = [
+                sum(1 << i for i in chosen) for chosen in combinations(range(len(known)), shared)
+            ]
+        else:
+            masks = sorted(mask for mask in occurring if mask.bit_count() == shared)
+        if not masks:
+            continue
+        rows = _level(sql, namespace, index, request, tier, known, masks, need - len(found))
+        found.extend(RawHit(row, shared + _unit(score), tier.name) for row, score in rows)
+        if len(found) >= need:
+            break
+    return found
+
+
+def _level(
+    sql: Sql,
+    namespace: str,
+    index: SearchProjection,
+    request: SearchRequest,
+    tier: Tier,
+    terms: list[str],
+    masks: list[int],
+    need: int,
+) -> list[tuple[Any, float]]:
+    """Return the best ``need`` memories of the tier that share exactly one of the sets
+    ``masks`` of ``terms``, with their text scores, best first."""
+    if index.ranks_apart:
+        # Rank inside the index, then read only the best rows.
+        scores = dict(index.top(sql, terms, masks, tier.live, need + SLACK))
+        if not scores:
+            return []
+        chosen = index.winners(list(scores))
+        rows = _select(sql, namespace, request, tier, chosen, len(scores), "m.position DESC")
+        if len(rows) >= need or len(scores) < need + SLACK:
+            rows.sort(key=lambda row: scores[row["position"]], reverse=True)  # stable: recency
+            return [(row, scores[row["position"]]) for row in rows[:need]]
+        # The tier's filters dropped too many of the best: rank with them applied.
+    rows = _select(sql, namespace, request, tier, index.ranked(terms, masks, tier.live), need)
+    return [(row, float(row["score"])) for row in rows]
+
+
+def _recent(
+    sql: Sql, namespace: str, request: SearchRequest, tier: Tier, need: int
+) -> list[RawHit]:
+    """List one tier by recency, for a search without terms."""
+    source = Source("0.0", MEMORY_ROWS, "1 = 1", [])
+    rows = _select(sql, namespace, request, tier, source, need, order="m.position DESC")
+    return [RawHit(row, 0.0, tier.name) for row in rows]
+
+
+def _select(
+    sql: Sql,
+    namespace: str,
+    request: SearchRequest,
+    tier: Tier,
+    source: Source,
+    limit: int,
+    order: str = "score DESC, m.position DESC",
+) -> list[Any]:
+    """Run one search statement: ``source`` narrowed to the tier, the namespace, what the
+    ledger knew at ``known_at`` (or knows now) and the request's filters."""
+    recorded = LATEST if request.known_at is None else to_micros(request.known_at)
     where = [
-        "v.namespace = ?", "v.recorded_from <= ?", "v.recorded_until > ?",
-        "v.state <> 'forgotten'", "m.erased_at IS NULL", match,
+        source.condition, "m.namespace = ?", "v.recorded_from <= ?", "v.recorded_until > ?",
+        "v.state <> 'forgotten'", "m.erased_at IS NULL", tier.condition,
     ]  # fmt: skip
-    params: list[Any] = [namespace, recorded, recorded, *match_params]
-    if not request.include_history:
-        where.append(f"({live})")
-        params.extend(live_params)
+    params = [*source.params, namespace, recorded, recorded, *tier.params]
     _filters(request, where, params)
-    statement = (
-        f"SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
-        f"v.superseded_by AS v_superseded_by, {score} AS score, "
-        f"CASE WHEN {live} THEN 0 ELSE 1 END AS tier FROM {source} "
-        f"WHERE {' AND '.join(where)} ORDER BY tier, score DESC, m.position DESC LIMIT ?"
+    sql.execute(
+        f"{ROW}{source.score} AS score FROM {source.source} WHERE {' AND '.join(where)} "
+        f"ORDER BY {order} LIMIT ?",
+        [*params, limit],
     )
-    sql.execute(statement, [*score_params, *live_params, *params, request.limit])
-    return [
-        RawHit(row, float(row["score"]), "current" if row["tier"] == 0 else "historical")
-        for row in sql.fetchall()
-    ]
+    return sql.fetchall()
+
+
+def _unit(score: Any) -> float:
+    """Map a text score (BM25 or ``ts_rank``, zero or more) into [0, 1), keeping its order."""
+    text = max(float(score), 0.0)
+    return text / (1.0 + text)
 
 
 def _filters(request: SearchRequest, where: list[str], params: list[Any]) -> None:

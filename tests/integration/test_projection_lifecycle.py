@@ -21,18 +21,24 @@ from tests.conftest import ManualClock, OpenLedger
 MAR = "2026-03-01T00:00:00Z"
 TABLES = {
     "memories": "id", "memory_entities": "memory_id, entity", "actor_writes": "actor, position",
-    "memory_versions": "memory_id, seq", "memory_search": "memory_id", "proposals": "id",
+    "memory_versions": "memory_id, seq", "proposals": "id",
+}  # fmt: skip
+SEARCH_TABLES = {
+    "sqlite": {"memory_search": "rowid", "memory_search_live": "rowid",
+               "memory_search_keys": "memory_id"},
+    "postgresql": {"memory_search": "memory_id"},
 }  # fmt: skip
 
 
 def dump(ledger: Ledger) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every projection table, in a stable order."""
     rows = {}
+    dialect = ledger.log.backend.dialect
     with ledger.log.backend.read() as sql:
-        for table, order in TABLES.items():
-            columns = "memory_id, body" if table == "memory_search" else "*"
-            if table == "memory_search" and ledger.log.backend.dialect == "postgresql":
-                columns = "memory_id, body::text AS body"
+        for table, order in {**TABLES, **SEARCH_TABLES[dialect]}.items():
+            columns = "*"
+            if table in ("memory_search", "memory_search_live"):
+                columns = "rowid, body" if dialect == "sqlite" else "memory_id, body::text AS body"
             sql.execute(f"SELECT {columns} FROM {table} ORDER BY {order}")
             rows[table] = [tuple(row[k] for k in row.keys()) for row in sql.fetchall()]  # noqa: SIM118 - sqlite3.Row iterates values
     return rows

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from erstwhile import Ledger, NotFound, State, SupersessionRefused, ValidationError
+from erstwhile.projections import recall
 from tests.conftest import ManualClock, OpenLedger, event_count
 
 MAR = "2026-03-01T00:00:00Z"
@@ -131,6 +133,109 @@ def test_archived_memories_are_historical_now_but_live_as_of(ledger: Ledger) -> 
     assert ledger.search("launch") == []
     assert [h.tier for h in ledger.search("launch", include_history=True)] == ["historical"]
     assert [h.tier for h in ledger.search("launch", as_of=APR)] == ["current"]
+
+
+def ids(hits: list[Any]) -> list[Any]:
+    return [h.memory.id for h in hits]
+
+
+def filler(ledger: Ledger, count: int = 12) -> None:
+    """Notes sharing no term with the tests' questions, so term rarity means something."""
+    ledger.remember_many({"content": f"unrelated remark {n}", "kind": "note"} for n in range(count))
+
+
+def test_sharing_more_terms_beats_a_higher_text_score(ledger: Ledger) -> None:
+    filler(ledger)
+    loud = ledger.remember("kafka kafka kafka kafka kafka", kind="note")
+    quiet = ledger.remember("Our kafka cluster sits in the basement beside the old printers, "
+                            "the spare chairs and the coffee machine", kind="note")  # fmt: skip
+    hits = ledger.search("kafka cluster")
+    assert ids(hits) == [quiet.id, loud.id]
+    assert [int(h.score) for h in hits] == [2, 1]  # the shared terms, then the text score
+    assert 0 < hits[1].score - 1 < 1 and hits[0].score > hits[1].score
+
+
+def test_terms_no_memory_holds_do_not_count(ledger: Ledger) -> None:
+    filler(ledger)
+    launch = ledger.remember("the launch is on Friday", kind="note")
+    for question in ("zebra launch", "don't launch", "launch"):
+        hits = ledger.search(question)
+        assert ids(hits) == [launch.id] and int(hits[0].score) == 1, question
+    assert ledger.search("zebra okapi") == []
+
+
+def test_each_level_of_shared_terms_fills_the_limit_in_turn(ledger: Ledger) -> None:
+    filler(ledger)
+    both = ledger.remember("rocket launch today", kind="note")
+    ones = [ledger.remember(f"launch note {n}", kind="note") for n in range(4)]
+    hits = ledger.search("rocket launch", limit=3)
+    assert ids(hits)[0] == both.id and len(hits) == 3
+    assert set(ids(hits)[1:]) <= {m.id for m in ones}
+    assert [int(h.score) for h in hits] == [2, 1, 1]
+
+
+WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "granite", "harbor"]
+
+
+def test_long_questions_rank_the_same_however_the_term_sets_are_found(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(7)
+    ledger.remember_many(
+        {"content": " ".join(rng.sample(WORDS, rng.randint(1, 7))) + f" sample {n}",
+         "kind": "note"}
+        for n in range(60)
+    )  # fmt: skip
+    question = "which " + " and ".join(WORDS)
+    found = {}
+    for budget in (0, recall.ENUMERATED_SETS, 1_000):  # sets read from the index, mixed, all named
+        monkeypatch.setattr(recall, "ENUMERATED_SETS", budget)
+        found[budget] = [(h.memory.id, h.score) for h in ledger.search(question, limit=60)]
+    assert found[0] == found[recall.ENUMERATED_SETS] == found[1_000]
+    hits = ledger.search(question, limit=60)
+    assert len(hits) == 60
+    shared = [int(h.score) for h in hits]
+    assert shared == sorted(shared, reverse=True)
+    for hit in hits:
+        assert int(hit.score) == len(set(WORDS) & set(hit.memory.content.split()))
+
+
+def test_the_best_matches_dropped_by_filters_do_not_hide_the_rest(
+    open_ledger: OpenLedger,
+) -> None:
+    rival = open_ledger(namespace="rival")
+    rival.remember_many({"content": f"launch launch plan {n}", "kind": "note"} for n in range(60))
+    mine = open_ledger(namespace="acme")
+    plain = mine.remember("the plan for the launch", kind="note")
+    assert ids(mine.search("launch plan")) == [plain.id]
+    mine.remember_many(
+        {"content": f"launch launch plan {n}", "subject": "draft"} for n in range(60)
+    )
+    final = mine.remember("the launch plan", subject="final")
+    assert ids(mine.search("launch plan", subject="final")) == [final.id]
+    assert ids(mine.search("launch plan", subject="final", as_of=JUL)) == []
+
+
+def test_a_memory_superseded_at_a_later_instant_is_found_until_then(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    oct_1 = "2026-10-01T00:00:00Z"
+    lisbon = ledger.remember("The office is in Lisbon", subject="office", attribute="city",
+                             value="Lisbon", valid_from=MAR)  # fmt: skip
+    berlin = ledger.revise(lisbon.id, "The office moves to Berlin", value="Berlin", at=oct_1)
+    assert ids(ledger.search("office")) == [lisbon.id]
+    assert ids(ledger.search("office", as_of=oct_1)) == [berlin.id]
+    clock.set(oct_1)
+    assert ids(ledger.search("office")) == [berlin.id]
+    assert ids(ledger.search("office", include_history=True)) == [berlin.id, lisbon.id]
+
+
+def test_a_window_that_ended_before_it_was_recorded_is_never_live(ledger: Ledger) -> None:
+    offsite = ledger.remember("The spring offsite in Porto", kind="note", valid_from=MAR,
+                              valid_until=APR)  # fmt: skip
+    assert ledger.search("offsite Porto") == []
+    assert ids(ledger.search("offsite Porto", as_of="2026-03-15T00:00:00Z")) == [offsite.id]
+    assert [h.tier for h in ledger.search("offsite", include_history=True)] == ["historical"]
 
 
 # ------------------------------------------------------------------ proposals
