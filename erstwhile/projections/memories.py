@@ -93,6 +93,11 @@ class MemoriesProjection(Projection):
             "CREATE INDEX IF NOT EXISTS memories_successor ON memories (superseded_by) "
             "WHERE superseded_by IS NOT NULL"
         )
+        # Search finds memories by position (its full-text rowids are positions) and
+        # lists a namespace by recency.
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memories_position ON memories (namespace, position)"
+        )
 
     def drop(self, sql: Sql) -> None:
         for table in ("memories", "memory_entities", "actor_writes"):
