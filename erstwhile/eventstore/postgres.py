@@ -46,6 +46,10 @@ class LedgerPostgresDatastore(PostgresDatastore):
         def after_connect(conn: Connection[DictRow]) -> None:
             setup(conn)
             conn.execute(search_path)
+            # Statements stay prepared on pooled connections (psycopg prepares after a
+            # few runs), but each run is planned for its own parameters: a generic plan
+            # chosen once for a search's term sets or a lookup's key scans whole tables.
+            conn.execute("SET plan_cache_mode = force_custom_plan")
 
         return after_connect
 

@@ -146,7 +146,7 @@ class LedgerCore:
         try:
             ledger.runner.setup()
             if sync_projections:
-                ledger.runner.catch_up()
+                ledger.runner.analyzed_head = ledger.runner.catch_up()
         except BaseException:
             backend.close()
             raise
@@ -234,6 +234,8 @@ class LedgerCore:
         the append already folded it in its own transaction)."""
         if self.sync_projections and not self._folded:
             self.runner.catch_up(until=position)
+        if self.sync_projections:
+            self.runner.note_growth(position)
 
     def wait_for(self, position: int | None = None, timeout: float = 10.0) -> int:
         """Wait until every projection has applied the log up to ``position`` (default:

@@ -105,9 +105,9 @@ class WriteCommands(LedgerCore):
             return self._replayed(plans, result.replayed)
         if not self.sync_projections:
             return memories_from_append(written, self.namespace)
+        self._after_append(result.position)
         if not links:
             # The projections lagged behind the log, so the append did not fold itself.
-            self._after_append(result.position)
             return [self.get(new_id) for new_id in ids]
         return memories_from_append(written, self.namespace, links)
 

@@ -20,6 +20,9 @@ from erstwhile.projections.shadow import Shadow
 SWAP_ATTEMPTS = 5
 """How often a rebuild tries to swap its tables in before giving up."""
 
+ANALYZE_FLOOR = 1_000
+"""The log size from which the planner's statistics are refreshed as it doubles."""
+
 Progress = Callable[[str, int, int], None]
 """Called as ``progress(projection_name, position_reached, head)`` during long work."""
 
@@ -87,6 +90,8 @@ class ProjectionRunner:
         self.projections = list(projections)
         self.batch = batch
         self.shadow = shadow
+        self.analyzed_head = 0
+        """The log's head when this runner last refreshed the planner's statistics."""
 
     def setup(self) -> None:
         """Create every projection's tables; start over any whose schema version changed.
@@ -145,6 +150,15 @@ class ProjectionRunner:
                 for projection in self.projections:
                     progress(projection.name, lowest, target)
         return lowest
+
+    def note_growth(self, head: int) -> None:
+        """Refresh the planner's statistics each time the log has doubled (from
+        :data:`ANALYZE_FLOOR` events), after writes that folded themselves: without
+        statistics PostgreSQL plans a grown table as if it were empty (a search then
+        walks every memory). SQLite needs none; its ``analyze`` does nothing."""
+        if head >= max(ANALYZE_FLOOR, 2 * self.analyzed_head):
+            self.backend.analyze()
+            self.analyzed_head = head
 
     def fold_appended(self, sql: Sql, previous_head: int, appended: Folded) -> bool:
         """Inside an append's transaction, fold the events it just wrote (as the writer
