@@ -135,25 +135,21 @@ class ProjectionRunner:
         """Apply every event not yet applied (at least up to ``until``); return the position."""
         lowest, head = self.lag()
         target = head if until is None else min(until, head)
-        batches = 0
         while lowest < target:
             # Not durable: a crash can only set the projections back to a position they
             # fully applied, and the log (which is durable) folds again from there.
             with translated_errors(), self.backend.write(durable=False) as sql:
                 lowest = self.apply_batch(sql)
-            batches += 1
-            if batches & (batches - 1) == 0 and batches >= 2:
-                # Fresh statistics as tables grow (after 2, 4, 8, ... batches), so the
-                # planner keeps using the indexes a big catch-up depends on.
-                self.backend.analyze()
+            self.note_growth(lowest)
             if progress is not None:
                 for projection in self.projections:
                     progress(projection.name, lowest, target)
         return lowest
 
     def note_growth(self, head: int) -> None:
-        """Refresh the planner's statistics each time the log has doubled (from
-        :data:`ANALYZE_FLOOR` events), after writes that folded themselves: without
+        """Refresh the planner's statistics each time the projections have grown to
+        twice the log position they were last analyzed at (from :data:`ANALYZE_FLOOR`
+        events), whether a catch-up or a write that folded itself grew them: without
         statistics PostgreSQL plans a grown table as if it were empty (a search then
         walks every memory). SQLite needs none; its ``analyze`` does nothing."""
         if head >= max(ANALYZE_FLOOR, 2 * self.analyzed_head):
