@@ -10,6 +10,7 @@ processes queue for the write lock instead of failing. Writers take the lock up 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -43,6 +44,32 @@ STATEMENT_CACHE = 512
 would be parsed and planned again, which costs more than running most of them.)"""
 
 
+def enter_wal(raw: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode, retrying while another process is busy switching it.
+
+    While one connection turns a new file's journal into a WAL, another's switch can
+    fail with "database is locked" at once, without waiting in the busy handler (seen
+    with four processes opening a new file together); so the switch is retried, with a
+    growing pause, until the busy timeout has passed.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            (mode,) = raw.execute("PRAGMA journal_mode=WAL").fetchone()
+        except sqlite3.OperationalError as error:
+            busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # BUSY_RECOVERY too
+            if not busy or time.monotonic() > deadline:
+                raise
+        else:
+            if mode == "wal":
+                return
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError(f"could not enter WAL mode (still {mode})")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 class DurableConnectionPool(SQLiteConnectionPool):
     """eventsourcing's pool, with every connection set up for durability and erasure,
     and a statement cache that holds every statement the ledger runs."""
@@ -60,7 +87,7 @@ class DurableConnectionPool(SQLiteConnectionPool):
         except (sqlite3.Error, TypeError) as error:
             raise InterfaceError(error) from error
         if not self.is_sqlite_memory_mode:
-            raw.execute("PRAGMA journal_mode=WAL")
+            enter_wal(raw, self.lock_timeout or BUSY_TIMEOUT_SECONDS)
             self.is_journal_mode_wal = True
         raw.row_factory = sqlite3.Row
         connection = SQLiteConnection(sqlite_conn=raw, max_age=self.max_age)

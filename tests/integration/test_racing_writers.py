@@ -8,12 +8,15 @@ of them with a clock a day behind, and transaction time still strictly increases
 log order.
 
 And a crowd of opens: several processes open one brand-new store at once, and every
-open succeeds (setup is serialised across processes).
+open succeeds (setup is serialised across processes, and the switch of a new file to
+WAL mode waits for a busy file).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,10 +25,14 @@ from itertools import pairwise
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from erstwhile import ErstwhileError, Ledger, Memory, SupersessionRefused
+from erstwhile.eventstore.sqlite import enter_wal
 from tests.conftest import OpenLedger, event_count
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -241,3 +248,35 @@ def test_concurrent_opens_of_a_new_store_all_succeed(store_url: str) -> None:
     )
     with Ledger.open(store_url, namespace="openers") as ledger:
         assert {str(e.memory_id) for e in ledger.events()} == set(reported.values())
+
+
+def test_a_new_file_waits_for_the_lock_to_enter_wal_mode(tmp_path: Path) -> None:
+    """The switch to WAL mode can fail at once while another connection holds the file
+    (it does not always wait in the busy handler): it is retried until the lock is free.
+    The opener here has no busy handler at all, so only the retry can make it wait."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    opener = sqlite3.connect(path, isolation_level=None, timeout=0)
+    release = threading.Timer(0.2, holder.execute, ("COMMIT",))
+    release.start()
+    try:
+        enter_wal(opener, timeout=TIMEOUT)
+        assert opener.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        release.join()
+        opener.close()
+        holder.close()
+
+
+def test_entering_wal_mode_gives_up_after_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "held.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    opener = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            enter_wal(opener, timeout=0.1)
+    finally:
+        opener.close()
+        holder.close()
