@@ -57,8 +57,13 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def read(self) -> AbstractContextManager[Sql]:
-        """Open a read-only transaction over one consistent snapshot."""
+    def read(self, plan_each: bool = False) -> AbstractContextManager[Sql]:
+        """Open a read-only transaction over one consistent snapshot.
+
+        ``plan_each``: plan every statement for the values it is given, for reads whose
+        best plan depends on them (a full-text search's terms); other statements may
+        reuse a plan made once per connection (PostgreSQL; SQLite plans each anyway).
+        """
 
     @abstractmethod
     def create_tables(self) -> None:

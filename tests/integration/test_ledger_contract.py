@@ -179,6 +179,27 @@ def test_what_a_write_returns_is_what_get_reads_back(open_ledger: OpenLedger) ->
     assert made[0].vector_clock == {"ada": 3, "bob": 1}
 
 
+def test_a_large_batch_stores_every_character_as_given(ledger: Ledger) -> None:
+    """A batch large enough to be loaded in bulk (COPY on PostgreSQL, whose text format
+    escapes tabs, newlines, backslashes and its NULL marker) reads back unchanged."""
+    awkward = ["tab\there", "line\nbreak\r\n", "back\\slash \\N", "\\.", "quote ' \"",
+               "ünïcødé ✓ 日本", "", "  padded  ", "semi; colon, comma|pipe"]  # fmt: skip
+    made = ledger.remember_many(
+        [
+            {"content": f"{text} #{n}", "subject": f"s{n}\t{text}", "attribute": "a\nb",
+             "value": {"text": text, "n": n}, "entities": [text or "none", f"e{n}"],
+             "evidence": [f"doc:{text}"], "metadata": {"raw": text}}
+            for n, text in enumerate(awkward * 3)
+        ]
+    )  # fmt: skip
+    assert len(made) == 27
+    assert made == [ledger.get(memory.id) for memory in made]
+    assert [m.content for m in made] == [f"{t} #{n}" for n, t in enumerate(awkward * 3)]
+    assert [m.value for m in ledger.facts("s1\tline\nbreak\r\n", "a\nb")] == [
+        {"text": "line\nbreak\r\n", "n": 1}
+    ]
+
+
 def test_idempotent_retry_returns_the_first_result_and_appends_nothing(ledger: Ledger) -> None:
     first = ledger.remember("Ada likes tea", idempotency_key="msg-1")
     before = event_count(ledger)
