@@ -14,7 +14,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -33,11 +33,8 @@ from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
-BEGIN_READ = SQL("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").format()
-BEGIN_READ_PLANNING_EACH = SQL(
-    "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; "
-    "SET LOCAL plan_cache_mode = force_custom_plan"
-).format()
+BEGIN_READ = ("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",)
+PLAN_EACH = "SET LOCAL plan_cache_mode = force_custom_plan"
 
 
 class LedgerPostgresDatastore(PostgresDatastore):
@@ -122,18 +119,40 @@ and executing a statement per row (and the client sending one): 35 µs a row."""
 class PostgresSql:
     """:class:`Sql` over a psycopg cursor, turning ``?`` placeholders into ``%s``.
 
-    ``executemany`` of no rows sends nothing (psycopg would enter pipeline mode and
-    sync it: a round trip), of one row a plain execute (no pipeline to enter and sync),
-    and of many rows of a plain INSERT a COPY.
+    The cursor's connection is in pipeline mode: a statement is sent without waiting for
+    the one before, and only a fetch waits (for everything sent so far), so the writes
+    between two reads cost no round trip of their own. Each read gets a cursor of its
+    own: psycopg hands each result to the cursor that sent the statement, as it arrives,
+    so a write's late result would take the place of a read's on a shared one.
+    ``executemany`` of one row is a plain execute, and of many rows of a plain INSERT a
+    COPY (which leaves the pipeline for as long as it runs: COPY has no pipeline mode).
     """
 
     _statements: dict[str, str] = {}
+    _reads: dict[str, bool] = {}
     _copies: dict[str, Composed | None] = {}
 
     def __init__(self, cursor: Cursor[DictRow]) -> None:
         self.raw = cursor
+        """The cursor that sends writes (and the statements of the transaction itself)."""
         self.notify = False
         """Set by :meth:`PostgresBackend.notify`: send NOTIFY with the COMMIT."""
+        self._pipeline = ExitStack()
+        self._read = cursor
+
+    def reader(self) -> Cursor[DictRow]:
+        """A new cursor for a statement whose rows will be fetched."""
+        self._read = self.raw.connection.cursor()
+        return self._read
+
+    def start_pipeline(self) -> None:
+        """Send statements without waiting for each one's result (pipeline mode)."""
+        self._pipeline.enter_context(self.raw.connection.pipeline())
+
+    def end_pipeline(self) -> None:
+        """Leave pipeline mode: wait for every statement sent (one round trip), raising
+        the first error among them."""
+        self._pipeline.close()
 
     def _convert(self, statement: str) -> str:
         converted = self._statements.get(statement)
@@ -143,25 +162,30 @@ class PostgresSql:
         return converted
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
-        self.raw.execute(self._convert(statement), params)
+        reads = self._reads.get(statement)
+        if reads is None:
+            reads = self._reads[statement] = statement.lstrip()[:6].upper() == "SELECT"
+        (self.reader() if reads else self.raw).execute(self._convert(statement), params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         self.run_many(self._convert(statement), rows)
 
     def fetchone(self) -> Any:
-        return self.raw.fetchone()
+        return self._read.fetchone()
 
     def fetchall(self) -> list[Any]:
-        return list(self.raw.fetchall())
+        return list(self._read.fetchall())
 
     def run_many(self, query: str | Composed, rows: Sequence[Sequence[Any]]) -> None:
         """Execute a psycopg query (``%s`` placeholders) once per row."""
         if len(rows) == 1:
             self.raw.execute(query, rows[0])
         elif len(rows) >= COPY_FROM and (copy := self._copy_of(query)) is not None:
+            self.end_pipeline()
             with self.raw.copy(copy) as loading:
                 for row in rows:
                     loading.write_row(row)
+            self.start_pipeline()
         elif rows:
             self.raw.executemany(query, rows)
 
@@ -221,15 +245,15 @@ class PostgresBackend(Backend):
         self.tracker = PostgresTrackingRecorder(
             self.datastore, tracking_table_name="erstwhile_tracking"
         )
-        # One round trip each: the simple query protocol runs several statements at once.
-        lock = SQL("SET LOCAL lock_timeout = '30s'; LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
-            Identifier(self.datastore.schema), Identifier(self.events_table)
+        lock = (
+            "SET LOCAL lock_timeout = '30s'",
+            SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
+                Identifier(self.datastore.schema), Identifier(self.events_table)
+            ),
         )
-        self._begin_write = SQL("BEGIN; {0}").format(lock)
-        self._begin_fold = SQL("BEGIN; SET LOCAL synchronous_commit = off; {0}").format(lock)
-        self._notify_and_commit = SQL("NOTIFY {0}; COMMIT").format(
-            Identifier(self.recorder.channel_name)
-        )
+        self._begin_write = ("BEGIN", *lock)
+        self._begin_fold = ("BEGIN", "SET LOCAL synchronous_commit = off", *lock)
+        self._notify = SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name))
 
     def create_tables(self) -> None:
         """Create the schema and tables once, even when several processes open at once.
@@ -275,14 +299,15 @@ class PostgresBackend(Backend):
         to run it). ``plan_each`` turns generic plans off for the transaction: a
         search's best plan depends on its terms.
         """
-        with self._transaction(BEGIN_READ_PLANNING_EACH if plan_each else BEGIN_READ) as sql:
+        with self._transaction((*BEGIN_READ, PLAN_EACH) if plan_each else BEGIN_READ) as sql:
             yield sql
 
     @contextmanager
-    def _transaction(self, begin: Composed) -> Iterator[PostgresSql]:
-        """Run a transaction on a pooled connection: ``begin`` (one round trip, however
-        many statements it holds), the body, then COMMIT (with the NOTIFY, if the body
-        appended: one round trip too); ROLLBACK if anything raises.
+    def _transaction(self, begin: Sequence[str | Composed]) -> Iterator[PostgresSql]:
+        """Run a transaction on a pooled connection in pipeline mode: ``begin`` goes out
+        with the body's first statements, and the COMMIT (with the NOTIFY, if the body
+        appended) with its last writes, so a transaction costs a round trip per read
+        plus one; ROLLBACK if anything raises.
 
         Reads end with COMMIT too: their transactions are READ ONLY, so it writes nothing
         and costs no flush, and psycopg keeps the connection's prepared statements (it
@@ -290,18 +315,22 @@ class PostgresBackend(Backend):
         transaction and never lets one reach its prepare threshold).
         """
         with self.datastore.get_connection() as connection:
+            sql = PostgresSql(connection.cursor())
             try:
-                cursor = connection.cursor()
-                cursor.execute(begin, prepare=False)
-                sql = PostgresSql(cursor)
+                sql.start_pipeline()
+                for statement in begin:
+                    sql.raw.execute(statement, prepare=False)
                 yield sql
                 if sql.notify:
-                    cursor.execute(self._notify_and_commit, prepare=False)
+                    sql.raw.execute(self._notify, prepare=False)
+                sql.raw.execute("COMMIT", prepare=False)
+                sql.end_pipeline()
             except BaseException:
+                with suppress(psycopg.Error):
+                    sql.end_pipeline()
                 with suppress(psycopg.Error):
                     connection.rollback()
                 raise
-            connection.commit()
 
     def scrub(self) -> None:
         """VACUUM the tables a hard forget touched, so dead row versions holding the
@@ -375,7 +404,7 @@ class PostgresBackend(Backend):
         )
 
     def tracked_position(self, sql: Sql, name: str) -> int:
-        return self.tracker._max_tracking_id(name, sql.raw) or 0
+        return self.tracked_positions(sql, [name])[name]
 
     def reset_tracking(self, sql: Sql, name: str) -> None:
         sql.execute("DELETE FROM erstwhile_tracking WHERE application_name = ?", (name,))
