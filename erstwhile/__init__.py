@@ -22,6 +22,7 @@ from erstwhile.domain.views import (
     LoggedEvent,
     ProjectionStatus,
     Proposal,
+    Rectangle,
     VerifyReport,
 )
 from erstwhile.ledger import Ledger, ReplayLedger
@@ -42,6 +43,7 @@ __all__ = [
     "NotFound",
     "ProjectionStatus",
     "Proposal",
+    "Rectangle",
     "ReplayLedger",
     "State",
     "StoreUnavailable",

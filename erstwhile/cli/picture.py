@@ -17,10 +17,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from erstwhile.cli.output import show_instant
+from erstwhile.cli.output import show_instant, show_value
 
 if TYPE_CHECKING:
-    from erstwhile.cli.timeline import Rectangle
+    from erstwhile.domain.views import Rectangle
+
+ERASED = "(erased)"
 
 STYLES = {
     "current": "green",
@@ -71,6 +73,16 @@ class Axis:
         return start, max(round(right * width), start + 1)
 
 
+def label_of(rectangle: Rectangle) -> str:
+    """Name a version's claim in one short line: its value if it has one, else its
+    content; ``(erased)`` once a hard forget erased both."""
+    if rectangle.erased:
+        return ERASED
+    text = show_value(rectangle.value) or (rectangle.content or "")
+    line = " ".join(text.split())
+    return line if len(line) <= 40 else line[:39] + "…"
+
+
 def kind_of(rectangle: Rectangle) -> str:
     """The legend entry of a version: its state, or ``erased``."""
     return "erased" if rectangle.erased else rectangle.state
@@ -89,7 +101,7 @@ def draw(title: str, rectangles: Sequence[Rectangle], axis: Axis | None, width: 
         table.add_row(
             recorded(rectangle),
             bar(rectangle, axis, bar_width),
-            Text(rectangle.label, style="dim" if rectangle.erased else ""),
+            Text(label_of(rectangle), style="dim" if rectangle.erased else ""),
             Text(rectangle.state, style=STYLES[kind_of(rectangle)]),
         )
     table.caption = None if rectangles else "no memories"
@@ -191,14 +203,14 @@ def svg_row(rectangle: Rectangle, axis: Axis, y: int) -> list[str]:
     left = LEFT + axis.fraction(rectangle.valid_from, missing=0.0) * CHART
     right = LEFT + axis.fraction(rectangle.valid_until, missing=1.0) * CHART
     colour = COLOURS[kind_of(rectangle)]
-    tip = f"{rectangle.memory_id}: {rectangle.label} ({rectangle.state})"
+    tip = f"{rectangle.memory_id}: {label_of(rectangle)} ({rectangle.state})"
     return [
         f'<text x="10" y="{y + 17}">{xml_text(recorded(rectangle))}</text>',
         f'<rect x="{left:.1f}" y="{y + 4}" width="{max(right - left, 2):.1f}" '
         f'height="{ROW - 8}" rx="3" fill="{colour}">'
         f"<title>{xml_text(tip)}</title></rect>",
         f'<text x="{LEFT + CHART + 10}" y="{y + 17}">'
-        f"{xml_text(rectangle.label)} — {xml_text(rectangle.state)}</text>",
+        f"{xml_text(label_of(rectangle))} — {xml_text(rectangle.state)}</text>",
     ]
 
 

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from erstwhile.domain.memory import Memory
+from erstwhile.domain.memory import Kind, Memory, State
 
 
 class History(BaseModel):
@@ -47,6 +47,30 @@ class LoggedEvent(BaseModel):
     actor: str
     namespace: str
     data: dict[str, Any] | None
+
+
+class Rectangle(BaseModel):
+    """One version of a memory, as a rectangle of the bi-temporal picture: valid
+    ``[valid_from, valid_until)`` (across), as the ledger recorded it during
+    ``[recorded_from, recorded_until)`` (down); a None end is open.
+
+    A new rectangle starts each time the ledger changed what it held about the memory
+    (its state, or the end of its window). ``content`` and ``value`` are None once a
+    hard forget erased them (``erased``); the window, never sealed, stays.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_id: UUID
+    kind: Kind
+    state: State
+    content: str | None
+    value: Any = None
+    erased: bool = False
+    valid_from: datetime
+    valid_until: datetime | None
+    recorded_from: datetime
+    recorded_until: datetime | None
 
 
 class ProjectionStatus(BaseModel):

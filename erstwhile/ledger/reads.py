@@ -12,7 +12,7 @@ from erstwhile.domain.errors import (
 from erstwhile.domain.events import Asserted, LedgerEvent
 from erstwhile.domain.memory import Kind, Memory
 from erstwhile.domain.time import Instant, optional_utc, to_micros
-from erstwhile.domain.views import History, Hit, LoggedEvent
+from erstwhile.domain.views import History, Hit, LoggedEvent, Rectangle
 from erstwhile.eventstore import (
     EventFilter,
     translated_errors,
@@ -25,7 +25,7 @@ from erstwhile.projections.reader import LATEST
 
 
 class Queries(LedgerCore):
-    """history, chain, facts, events, search."""
+    """history, chain, facts, timeline, events, search."""
 
     def history(self, memory_id: UUID | str) -> History:
         """Return a memory with what superseded it and what it superseded (one level)."""
@@ -74,6 +74,17 @@ class Queries(LedgerCore):
                 known_at=known,
                 include_archived=valid is not None,
             )
+
+    def timeline(self, subject: str, attribute: str | None = None) -> list[Rectangle]:
+        """Return every version of the memories about ``subject`` (and ``attribute``),
+        forgotten ones included, in recorded order: the rectangles of a bi-temporal
+        picture, valid time across and recorded time down."""
+        if not isinstance(subject, str) or not subject.strip():
+            raise ValidationError("subject must be non-empty text")
+        if attribute is not None and (not isinstance(attribute, str) or not attribute.strip()):
+            raise ValidationError("attribute must be non-empty text when given")
+        with translated_errors(), self.log.backend.read() as sql:
+            return self.reader.timeline(sql, subject, attribute)
 
     def events(
         self,

@@ -18,6 +18,7 @@ from erstwhile.domain.errors import NotFound
 from erstwhile.domain.events import Asserted, LedgerEvent
 from erstwhile.domain.memory import Kind, Memory, State, claim_of, normalise_label
 from erstwhile.domain.time import OPEN_END, Window, end_from_micros, from_micros, to_micros
+from erstwhile.domain.views import Rectangle
 from erstwhile.domain.writes import Existing
 from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.projections.memories import MEMORY_COLUMNS
@@ -54,6 +55,30 @@ def _json(text: str | None) -> Any:
 
 def _instant(micros: int | None) -> datetime | None:
     return None if micros is None else from_micros(micros)
+
+
+def rectangle_from_row(row: Any) -> Rectangle:
+    """Build one version of the timeline from a ``memory_versions`` row joined with its
+    memory's claim."""
+    return Rectangle(
+        memory_id=UUID(str(row["memory_id"])),
+        kind=Kind(row["kind"]),
+        state=State(row["state"]),
+        content=row["content"],
+        value=_json(row["value"]),
+        erased=row["erased_at"] is not None,
+        valid_from=from_micros(row["valid_from"]),
+        valid_until=end_from_micros(row["valid_until"]),
+        recorded_from=from_micros(row["recorded_from"]),
+        recorded_until=end_from_micros(row["recorded_until"]),
+    )
+
+
+def _looks_the_same(before: Rectangle, after: Rectangle) -> bool:
+    """Whether a memory's next version shows nothing new (a soft forget made hard)."""
+    return (before.memory_id, before.state, before.valid_until) == (
+        after.memory_id, after.state, after.valid_until
+    )  # fmt: skip
 
 
 def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
@@ -223,6 +248,33 @@ class MemoryReader:
         params.extend(hidden)
         recorded = LATEST if known_at is None else to_micros(known_at)
         return self._select_linked(sql, " AND ".join(conditions), params, recorded)
+
+    def timeline(self, sql: Sql, subject: str, attribute: str | None) -> list[Rectangle]:
+        """Return every version of the memories about ``subject`` (and ``attribute``),
+        forgotten ones too, in recorded order; a version that changed nothing visible
+        (a soft forget made hard) extends the one before it."""
+        condition, params = "v.namespace = ? AND v.subject_key = ?", [
+            self.namespace, normalise_label(subject)
+        ]  # fmt: skip
+        if attribute is not None:
+            condition += " AND v.attribute_key = ?"
+            params.append(normalise_label(attribute))
+        sql.execute(
+            "SELECT v.memory_id, v.kind, v.state, v.valid_from, v.valid_until, "
+            "v.recorded_from, v.recorded_until, m.content, m.value, m.erased_at "
+            "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+            f"WHERE {condition} ORDER BY v.memory_id, v.seq",
+            params,
+        )
+        versions: list[Rectangle] = []
+        for row in sql.fetchall():
+            version = rectangle_from_row(row)
+            if versions and _looks_the_same(versions[-1], version):
+                update = {"recorded_until": version.recorded_until}
+                versions[-1] = versions[-1].model_copy(update=update)
+            else:
+                versions.append(version)
+        return sorted(versions, key=lambda r: (r.recorded_from, r.memory_id))
 
     def linked_ids(self, sql: Sql, memory_id: UUID) -> list[UUID]:
         """Return the ids this memory was superseded by and supersedes (any state)."""

@@ -155,7 +155,7 @@ def test_timeline_draws_every_version_and_writes_svg(move: Move) -> None:
     assert [r["recorded_from"] for r in rectangles] == sorted(
         r["recorded_from"] for r in rectangles
     )
-    assert [(r["label"], r["state"]) for r in rectangles] == [
+    assert [(r["value"], r["state"]) for r in rectangles] == [
         ("Supabase", "current"),
         ("Oracle", "current"),
         ("Supabase", "superseded"),

@@ -9,10 +9,11 @@ import erstwhile
 PUBLIC = {
     "ConcurrencyConflict", "Conflict", "ErstwhileError", "History", "Hit",
     "IdempotencyMismatch", "Kind", "Ledger", "LoggedEvent", "Memory", "NotFound",
-    "ProjectionStatus", "Proposal", "ReplayLedger", "State", "StoreUnavailable",
+    "ProjectionStatus", "Proposal", "Rectangle", "ReplayLedger", "State", "StoreUnavailable",
     "SupersessionRefused", "ValidationError", "VerifyReport", "__version__",
 }  # fmt: skip
-MODELS = ("Memory", "Hit", "History", "Proposal", "Conflict", "LoggedEvent", "VerifyReport")
+MODELS = ("Memory", "Hit", "History", "Proposal", "Conflict", "LoggedEvent", "VerifyReport",
+          "Rectangle")  # fmt: skip
 ERRORS = ("NotFound", "ValidationError", "SupersessionRefused", "ConcurrencyConflict",
           "IdempotencyMismatch", "StoreUnavailable")  # fmt: skip
 
