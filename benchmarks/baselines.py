@@ -103,6 +103,10 @@ class RawStore(ABC):
         """Return the value rows true at ``valid`` as recorded at ``recorded``."""
 
     @abstractmethod
+    def rectangles(self, subject: str, attribute: str) -> list[Any]:
+        """Return every row about ``subject`` and ``attribute``, in recorded order."""
+
+    @abstractmethod
     def load_documents(self, texts: Iterable[str]) -> None:
         """Create and fill the full-text table."""
 
@@ -124,6 +128,10 @@ FACTS_TABLE = (
     "valid_from BIGINT, valid_until BIGINT, recorded_from BIGINT, recorded_until BIGINT)"
 )
 FACTS_INDEX = "CREATE INDEX raw_facts_key ON raw_facts (subject, attribute, valid_from)"
+RECTANGLES = (
+    "SELECT value, valid_from, valid_until, recorded_from, recorded_until FROM raw_facts "
+    "WHERE subject = {0} AND attribute = {0} ORDER BY recorded_from"
+)
 FACTS_LOOKUP = (
     "SELECT value, content FROM raw_facts WHERE subject = {0} AND attribute = {0} "
     "AND valid_from <= {0} AND valid_until > {0} AND recorded_from <= {0} "
@@ -160,6 +168,9 @@ class RawSQLite(RawStore):
         statement = FACTS_LOOKUP.format("?")
         params = (subject, attribute, valid, valid, recorded, recorded)
         return self.connection.execute(statement, params).fetchall()
+
+    def rectangles(self, subject: str, attribute: str) -> list[Any]:
+        return self.connection.execute(RECTANGLES.format("?"), (subject, attribute)).fetchall()
 
     def load_documents(self, texts: Iterable[str]) -> None:
         self.connection.execute(
@@ -221,6 +232,9 @@ class RawPostgres(RawStore):
         statement = FACTS_LOOKUP.format("%s")
         params = (subject, attribute, valid, valid, recorded, recorded)
         return self.connection.execute(statement, params).fetchall()
+
+    def rectangles(self, subject: str, attribute: str) -> list[Any]:
+        return self.connection.execute(RECTANGLES.format("%s"), (subject, attribute)).fetchall()
 
     def load_documents(self, texts: Iterable[str]) -> None:
         self.connection.execute("CREATE TABLE raw_docs_text (body TEXT)")

@@ -1,6 +1,8 @@
 """Point queries: ``facts(subject, attribute, as_of=V)`` and ``facts(..., known_at=T)`` on
 data sets where every subject has five versions, against a raw indexed lookup on a plain
-bitemporal table and against replaying a plain eventsourcing aggregate."""
+bitemporal table and against replaying a plain eventsourcing aggregate; and
+``timeline(subject, attribute)``, every version of a subject, against reading the same
+rectangles from the plain table."""
 
 from __future__ import annotations
 
@@ -74,6 +76,39 @@ def known_at_lookups(context: Context, memories: int) -> list[Result]:
         return [str(replay.value_known_at(c.subject, c.attribute, mark))]
 
     return _compare(context, memories, "facts known_at", queries, ours, plain, replayed)
+
+
+RAW_RECTANGLES = "raw indexed read of the subject's rows from a plain bitemporal table"
+
+
+def timeline_lookups(context: Context) -> list[Result]:
+    """Time ``timeline(subject, attribute)`` at every data set size."""
+    sizes = context.sizes(context.preset.point_sizes)
+    return [row for memories in sizes for row in _timeline_at(context, memories)]
+
+
+def _timeline_at(context: Context, memories: int) -> list[Result]:
+    """Time ``timeline(subject, attribute)`` (nine rectangles: five versions, four of them
+    superseded) against reading the same rows raw, after checking both agree."""
+    dataset, raw = context.dataset(memories), context.raw_facts(memories)
+    queries = _queries(context, memories)
+
+    def ours(q: PointQuery) -> list[tuple[str, int]]:
+        c = claim(q.index, q.version, context.preset.seed)
+        found = dataset.ledger.timeline(c.subject, c.attribute)
+        return sorted((str(r.value), micros(r.valid_from)) for r in found)
+
+    def plain(q: PointQuery) -> list[tuple[str, int]]:
+        c = claim(q.index, q.version, context.preset.seed)
+        return sorted((str(r[0]), r[1]) for r in raw.rectangles(c.subject, c.attribute))
+
+    for q in queries:
+        drawn, read = ours(q), plain(q)
+        if drawn != read or len(drawn) != 2 * VERSIONS - 1:
+            raise RuntimeError(f"timeline of {subject_name(q.index)}: {drawn} != {read}")
+    timed = interleaved([ours, plain], queries, warmup=queries[:3])
+    return latency_pair(f"timeline @{label(memories)}", context.backend, timed[0], timed[1],
+                        RAW_RECTANGLES, "timeline")  # fmt: skip
 
 
 def _queries(context: Context, memories: int) -> list[PointQuery]:

@@ -162,6 +162,7 @@ def workloads() -> dict[str, Workload]:
         "remember": writes.remember_latency,
         "bulk": writes.bulk_throughput,
         "facts": reads.facts_lookups,
+        "timeline": reads.timeline_lookups,
         "search": search.search_latency,
         "proposal": writes.proposal_check,
         "rebuild": rebuild.rebuild_rate,
