@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from enum import Enum
 from pathlib import Path
 
 import pydantic
@@ -23,10 +24,32 @@ def _methods() -> list[str]:
     for name, member in sorted(inspect.getmembers(Ledger)):
         if name.startswith("_") or not callable(member):
             continue
-        signature = str(inspect.signature(member)).replace("'", "")
-        signature = signature.replace("(self, ", "(").replace("(self)", "()")
-        lines += [f"### `Ledger.{name}{signature}`", "", inspect.getdoc(member) or "", ""]
+        lines += [f"### `Ledger.{name}{_signature(member)}`", "", inspect.getdoc(member) or "", ""]
     return lines
+
+
+def _signature(member: object) -> str:
+    """A method's signature as written: annotations as in the source (they are text,
+    under ``from __future__ import annotations``), defaults as Python literals."""
+    signature = inspect.signature(member)  # type: ignore[arg-type]
+    parameters = [p for p in signature.parameters.values() if p.name != "self"]
+    parts, marked = [], False
+    for parameter in parameters:
+        if parameter.kind is parameter.KEYWORD_ONLY and not marked:
+            parts.append("*")
+            marked = True
+        text = {parameter.VAR_POSITIONAL: "*", parameter.VAR_KEYWORD: "**"}.get(
+            parameter.kind, ""
+        ) + parameter.name
+        if parameter.annotation is not parameter.empty:
+            text += f": {parameter.annotation}"
+        if parameter.default is not parameter.empty:
+            default = parameter.default
+            text += f" = {default.value!r}" if isinstance(default, Enum) else f" = {default!r}"
+        parts.append(text)
+        marked = marked or parameter.kind is parameter.VAR_POSITIONAL
+    returned = signature.return_annotation
+    return f"({', '.join(parts)})" + ("" if returned is signature.empty else f" -> {returned}")
 
 
 def _models() -> list[str]:

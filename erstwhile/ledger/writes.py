@@ -23,7 +23,7 @@ from erstwhile.domain.events import (
     LedgerEvent,
 )
 from erstwhile.domain.ids import uuid7
-from erstwhile.domain.memory import Memory, State
+from erstwhile.domain.memory import Kind, Memory, State
 from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.writes import Existing, WritePlan, plan_writes
 from erstwhile.eventstore import (
@@ -44,18 +44,46 @@ DEFAULT_GRACE = timedelta(days=30)
 class WriteCommands(LedgerCore):
     """remember, remember_many, revise, archive, forget."""
 
-    def remember(self, content: str, **arguments: Any) -> Memory:
+    def remember(
+        self,
+        content: str,
+        *,
+        kind: Kind | str = Kind.FACT,
+        subject: str | None = None,
+        attribute: str | None = None,
+        value: Any = None,
+        entities: Sequence[str] = (),
+        valid_from: Instant | None = None,
+        valid_until: Instant | None = None,
+        occurred_at: Instant | None = None,
+        confidence: float = 1.0,
+        evidence: Sequence[str] = (),
+        extractor_id: str | None = None,
+        extracted_at: Instant | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        supersedes: Sequence[UUID | str] = (),
+        policy: str = "propose",
+        idempotency_key: str | None = None,
+        observed_position: int | None = None,
+    ) -> Memory:
         """Assert a new memory (optionally superseding others); return it.
 
-        Keyword arguments: ``kind`` (default ``"fact"``), ``subject``, ``attribute``,
-        ``value`` (JSON), ``entities``, ``valid_from``, ``valid_until``, ``occurred_at``,
-        ``confidence`` (0..1, default 1.0), ``evidence``, ``extractor_id``,
-        ``extracted_at``, ``metadata`` (a JSON object), ``supersedes`` (ids replaced at
-        this memory's ``valid_from``), ``policy`` (``"propose"`` or ``"timestamp_wins"``),
-        ``idempotency_key`` and ``observed_position``. Instants are aware datetimes or ISO
-        8601 text with an offset. Anything else is refused with ``ValidationError``.
+        ``value`` and ``metadata`` (an object) are JSON; ``confidence`` is from 0 to 1;
+        ``supersedes`` names the memories this one replaces at its ``valid_from``;
+        ``policy`` is ``"propose"`` (a likely replacement becomes a proposal) or
+        ``"timestamp_wins"`` (it supersedes at once); a retry under the same
+        ``idempotency_key`` returns the first result; ``observed_position`` is the log
+        position the writer had read (its vector clock). Instants are aware datetimes or
+        ISO 8601 text with an offset. Anything else is refused with ``ValidationError``.
         """
-        return self.remember_many([{"content": content, **arguments}])[0]
+        return self.remember_many([{
+            "content": content, "kind": kind, "subject": subject, "attribute": attribute,
+            "value": value, "entities": entities, "valid_from": valid_from,
+            "valid_until": valid_until, "occurred_at": occurred_at, "confidence": confidence,
+            "evidence": evidence, "extractor_id": extractor_id, "extracted_at": extracted_at,
+            "metadata": metadata, "supersedes": supersedes, "policy": policy,
+            "idempotency_key": idempotency_key, "observed_position": observed_position,
+        }])[0]  # fmt: skip
 
     def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[Memory]:
         """Assert many memories in one atomic append: all of them, or none."""
@@ -131,7 +159,7 @@ class WriteCommands(LedgerCore):
                 fields[name] = getattr(older, name)
         if "supersedes" in fields:
             raise ValidationError("revise supersedes exactly older_id: do not pass supersedes")
-        return self.remember(content, supersedes=[older.id], **fields)
+        return self.remember_many([{"content": content, "supersedes": [older.id], **fields}])[0]
 
     def archive(self, memory_id: UUID | str, *, reason: str | None = None) -> Memory:
         """Retire a memory from "what is true now" without touching its window.

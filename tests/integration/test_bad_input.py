@@ -37,7 +37,12 @@ def assert_refused(ledger: Ledger, attempt: Callable[[], object], error: type[Ex
     assert ledger.facts("team") == before_facts
 
 
-@pytest.mark.parametrize(("arguments", "message"), BAD_INPUTS)
+KEYWORD_INPUTS = [(arguments, message) for arguments, message in BAD_INPUTS
+                  if message != "unknown argument"]  # fmt: skip
+"""The bad inputs that are parameters of ``remember``'s signature."""
+
+
+@pytest.mark.parametrize(("arguments", "message"), KEYWORD_INPUTS)
 def test_remember_refuses_bad_input(
     seeded: tuple[Ledger, Any, Any], arguments: dict[str, Any], message: str
 ) -> None:
@@ -48,6 +53,22 @@ def test_remember_refuses_bad_input(
     assert_refused(
         ledger, lambda: ledger.remember_many([{"content": "ok"}, arguments]), ValidationError
     )
+
+
+def test_an_unknown_argument_is_a_type_error_of_remember_and_refused_in_a_batch(
+    seeded: tuple[Ledger, Any, Any],
+) -> None:
+    """``remember`` has a typed signature, so Python itself refuses a keyword it does not
+    name; ``remember_many`` takes data, and refuses an unknown key as bad input."""
+    ledger, _, _ = seeded
+    before = event_count(ledger)
+    with pytest.raises(TypeError, match="colour"):
+        ledger.remember("x", colour="red")  # type: ignore[call-arg]
+    assert event_count(ledger) == before
+    batch = [{"content": "ok"}, {"content": "x", "colour": "red"}]
+    assert_refused(ledger, lambda: ledger.remember_many(batch), ValidationError, "unknown argument")
+    assert_refused(ledger, lambda: ledger.revise(ledger.facts("team")[0].id, "y", colour="red"),
+                   ValidationError, "unknown argument")  # fmt: skip
 
 
 BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
