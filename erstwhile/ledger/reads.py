@@ -162,11 +162,11 @@ class Queries(LedgerCore):
             )
             raw = recall.search(sql, self.namespace, self.search_index, request)
             recorded = LATEST if known is None else to_micros(known)
+            memories = self.reader.with_links(sql, [h.row for h in raw], recorded)
             return [
-                Hit(memory=self.reader.with_links(sql, h.row, recorded), score=h.score,
-                    tier=h.tier)
-                for h in raw
-            ]  # fmt: skip
+                Hit(memory=memory, score=h.score, tier=h.tier)
+                for h, memory in zip(raw, memories, strict=True)
+            ]
 
 
 def _kind(kind: str) -> Kind:

@@ -196,7 +196,9 @@ class MemoryReader:
             raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
         visible = row["state"] != State.FORGOTTEN
         memory = (
-            memory_from_row(row, self._superseded_ids(sql, memory_id, LATEST)) if visible else None
+            memory_from_row(row, self._superseded_ids(sql, [memory_id], LATEST).get(row["id"], []))
+            if visible
+            else None
         )
         existing = Existing(
             id=memory_id,
@@ -343,16 +345,27 @@ class MemoryReader:
                 olders.append(UUID(row["v_older"]))
         return [memory_from_row(row, olders) for row, olders in grouped.values()]
 
-    def with_links(self, sql: Sql, row: Any, recorded: int) -> Memory:
-        """Build the memory of a memories/versions row with its links as known then."""
-        return memory_from_row(row, self._superseded_ids(sql, UUID(row["id"]), recorded))
+    def with_links(self, sql: Sql, rows: Sequence[Any], recorded: int) -> list[Memory]:
+        """Build the memories of memories/versions rows with their links as known then
+        (one query for all of them, not one per memory: a search returns ten)."""
+        olders = self._superseded_ids(sql, [UUID(row["id"]) for row in rows], recorded)
+        return [memory_from_row(row, olders.get(row["id"], [])) for row in rows]
 
-    def _superseded_ids(self, sql: Sql, memory_id: UUID, recorded: int) -> list[UUID]:
-        """Return the ids ``memory_id`` supersedes, as known at ``recorded``, in log order."""
+    def _superseded_ids(
+        self, sql: Sql, memory_ids: Sequence[UUID], recorded: int
+    ) -> dict[str, list[UUID]]:
+        """Return the ids each of ``memory_ids`` supersedes, as known at ``recorded``, in
+        log order (memories that supersede nothing are left out)."""
+        if not memory_ids:
+            return {}
         sql.execute(
-            "SELECT v.memory_id FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
-            "WHERE v.superseded_by = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
-            "ORDER BY m.position",
-            (str(memory_id), recorded, recorded),
+            "SELECT v.superseded_by, v.memory_id FROM memory_versions v "
+            "JOIN memories m ON m.id = v.memory_id "
+            f"WHERE v.superseded_by IN ({', '.join('?' * len(memory_ids))}) "
+            "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
+            [*(str(memory_id) for memory_id in memory_ids), recorded, recorded],
         )
-        return [UUID(row["memory_id"]) for row in sql.fetchall()]
+        found: dict[str, list[UUID]] = {}
+        for row in sql.fetchall():
+            found.setdefault(row["superseded_by"], []).append(UUID(row["memory_id"]))
+        return found
