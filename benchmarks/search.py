@@ -1,11 +1,14 @@
 """Full-text search: ``search(question)`` over a data set of short sentences, against a
 raw FTS5 ``MATCH`` (SQLite) or ``tsvector`` query (PostgreSQL) on a plain table holding
-the same documents."""
+the same documents; and the same questions filtered by a subject, against themselves
+unfiltered."""
 
 from __future__ import annotations
 
+import random
+
 from benchmarks.baselines import RawStore, documents
-from benchmarks.datasets import questions
+from benchmarks.datasets import questions, subject_count, subject_name
 from benchmarks.harness import Result, interleaved, latency_pair
 from benchmarks.suite import Context, label
 from erstwhile.projections.search import query_terms
@@ -42,5 +45,15 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
     ours, theirs = interleaved(
         [lambda q: ledger.search(q), lambda q: raw.match(query_terms(q))], asked, asked[:3]
     )
-    return latency_pair(f"search @{label(memories)}", context.backend, ours, theirs,
-                        RAW_SEARCH[context.backend], "search")  # fmt: skip
+    rng = random.Random(f"{context.preset.seed}:filtered:{memories}")
+    about = [(q, subject_name(rng.randrange(subject_count(memories)))) for q in asked]
+    filtered, plain = interleaved(
+        [lambda p: ledger.search(p[0], subject=p[1]), lambda p: ledger.search(p[0])],
+        about, about[:3],
+    )  # fmt: skip
+    return [
+        *latency_pair(f"search @{label(memories)}", context.backend, ours, theirs,
+                      RAW_SEARCH[context.backend], "search"),
+        *latency_pair(f"search @{label(memories)} filtered by subject", context.backend,
+                      filtered, plain, "the same questions, unfiltered", "search"),
+    ]  # fmt: skip

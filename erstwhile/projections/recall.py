@@ -26,6 +26,10 @@ index which sets occur at all (a question of up to six terms never needs to)."""
 SLACK = 16
 """How many more of a level's best matches than it needs a search reads first, for rows
 the tier's filters drop; if they drop more, the level is ranked with the filters applied."""
+NARROW = 500
+"""A search filtered by subject, attribute or entities that leaves at most this many
+memories in a tier ranks just those, looked up by key in the index, instead of walking
+the index's matches level by level and dropping what the filters refuse."""
 ROW = (
     "SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
     "v.superseded_by AS v_superseded_by, "
@@ -117,6 +121,11 @@ def _ranked(
     ranks only its own memories, so common terms never make the search score every
     memory that shares one of them."""
     known = index.known(sql, terms, tier.live)[:MAX_TERMS]
+    if not known:
+        return []
+    narrowed = _narrowed(sql, namespace, index, request, tier, known, need)
+    if narrowed is not None:
+        return narrowed
     found: list[RawHit] = []
     occurring: set[int] | None = None
     for shared in range(len(known), 0, -1):
@@ -135,6 +144,55 @@ def _ranked(
         if len(found) >= need:
             break
     return found
+
+
+def _narrowed(
+    sql: Sql,
+    namespace: str,
+    index: SearchProjection,
+    request: SearchRequest,
+    tier: Tier,
+    terms: list[str],
+    need: int,
+) -> list[RawHit] | None:
+    """Rank the few memories a filtered search leaves in a tier, in the order the levels
+    would give (more shared terms, then the higher text score, then the more recent);
+    None when the search is not filtered so, or leaves more than ``NARROW``."""
+    if request.subject is None and request.attribute is None and not request.entities:
+        return None
+    positions = _positions(sql, namespace, request, tier, NARROW + 1)
+    if len(positions) > NARROW:
+        return None
+    keys = {position if index.ranks_apart else memory_id: position
+            for position, memory_id in positions}  # fmt: skip
+    scored = index.scored(sql, terms, list(keys), tier.live)
+    best = sorted(
+        scored.items(), key=lambda item: (item[1][0].bit_count(), item[1][1], keys[item[0]])
+    )[::-1][:need]
+    if not best:
+        return []
+    chosen = [keys[key] for key, _ in best]
+    source = Source("0.0", MEMORY_ROWS, f"m.position IN ({', '.join('?' * len(chosen))})",
+                    chosen)  # fmt: skip
+    rows = {row["position"]: row for row in _select(sql, namespace, request, tier, source, need)}
+    return [
+        RawHit(rows[keys[key]], mask.bit_count() + _unit(score), tier.name)
+        for key, (mask, score) in best
+        if keys[key] in rows
+    ]
+
+
+def _positions(
+    sql: Sql, namespace: str, request: SearchRequest, tier: Tier, limit: int
+) -> list[tuple[int, str]]:
+    """Return (position, id) of up to ``limit`` memories of the tier that pass the
+    request's filters, as known at ``known_at`` (or now)."""
+    where, params = _narrowing(namespace, request, tier)
+    sql.execute(
+        f"SELECT m.position, m.id FROM {MEMORY_ROWS} WHERE {' AND '.join(where)} LIMIT ?",
+        [*params, limit],
+    )
+    return [(int(row["position"]), str(row["id"])) for row in sql.fetchall()]
 
 
 def _level(
@@ -184,19 +242,35 @@ def _select(
 ) -> list[Any]:
     """Run one search statement: ``source`` narrowed to the tier, the namespace, what the
     ledger knew at ``known_at`` (or knows now) and the request's filters."""
-    recorded = LATEST if request.known_at is None else to_micros(request.known_at)
-    where = [
-        source.condition, "m.namespace = ?", "v.recorded_from <= ?", "v.recorded_until > ?",
-        "v.state <> 'forgotten'", "m.erased_at IS NULL", tier.condition,
-    ]  # fmt: skip
-    params = [*source.params, namespace, recorded, recorded, *tier.params]
-    _filters(request, where, params)
+    where, params = _narrowing(namespace, request, tier)
+    where, params = [source.condition, *where], [*source.params, *params]
     sql.execute(
         f"{ROW}{source.score} AS score FROM {source.source} WHERE {' AND '.join(where)} "
         f"ORDER BY {order} LIMIT ?",
         [*params, limit],
     )
     return sql.fetchall()
+
+
+def _narrowing(namespace: str, request: SearchRequest, tier: Tier) -> tuple[list[str], list[Any]]:
+    """The conditions (and their parameters) every search row meets: the namespace, what
+    the ledger knew at ``known_at`` (or knows now), not forgotten, the tier and the
+    request's filters."""
+    recorded = LATEST if request.known_at is None else to_micros(request.known_at)
+    where = [
+        "m.namespace = ?", "v.recorded_from <= ?", "v.recorded_until > ?",
+        "v.state <> 'forgotten'", "m.erased_at IS NULL", tier.condition,
+    ]  # fmt: skip
+    params = [namespace, recorded, recorded, *tier.params]
+    if request.subject is not None:
+        # The same namespace, said of the version row too: then the planner reaches the
+        # subject through memory_versions' (namespace, subject_key) index instead of
+        # reading every memory of the namespace (a search filtered by subject took 32 ms
+        # at 20k memories, not 0.3).
+        where.append("v.namespace = ?")
+        params.append(namespace)
+    _filters(request, where, params)
+    return where, params
 
 
 def _unit(score: Any) -> float:

@@ -229,6 +229,47 @@ class SearchProjection(Projection):
             )
         return {int(row["mask"]) for row in sql.fetchall()}
 
+    def scored(
+        self, sql: Sql, terms: Sequence[str], keys: Sequence[Any], live: bool
+    ) -> dict[Any, tuple[int, float]]:
+        """Return, for each of the memories ``keys`` (positions on SQLite, ids on
+        PostgreSQL) that shares any of ``terms``, the set of terms it shares (bit ``i``
+        for ``terms[i]``) and its text score against all of them: the ranking of a few
+        memories, looked up by key instead of walking every match in the index."""
+        if not keys or not terms:
+            return {}
+        if not self.sqlite:
+            bits = " + ".join(
+                f"(CASE WHEN s.body @@ to_tsquery('english', ?) THEN {1 << i} ELSE 0 END)"
+                for i in range(len(terms))
+            )
+            every = " | ".join(terms)
+            sql.execute(
+                f"SELECT s.memory_id AS key, {bits} AS mask, "
+                "ts_rank(s.body, to_tsquery('english', ?)) AS score FROM memory_search s "
+                f"WHERE s.memory_id IN ({', '.join('?' * len(keys))}) "
+                "AND s.body @@ to_tsquery('english', ?)",
+                [*terms, every, *keys, every],
+            )
+            return {row["key"]: (int(row["mask"]), float(row["score"])) for row in sql.fetchall()}
+        table, chosen = self._table(live), orjson.dumps(list(keys)).decode()
+        found = (
+            f"FROM json_each(?) j CROSS JOIN {table} s WHERE {table} MATCH ? AND s.rowid = j.value"
+        )
+        every = " OR ".join(self._term(term) for term in terms)
+        sql.execute(f"SELECT s.rowid AS key, -bm25({table}) AS score {found}", [chosen, every])
+        scores = {row["key"]: float(row["score"]) for row in sql.fetchall()}
+        if not scores:
+            return {}
+        branches = " UNION ALL ".join(
+            f"SELECT s.rowid AS key, {1 << i} AS bit {found}" for i in range(len(terms))
+        )
+        sql.execute(
+            f"SELECT key, sum(bit) AS mask FROM ({branches}) GROUP BY key",
+            [param for term in terms for param in (chosen, self._term(term))],
+        )
+        return {row["key"]: (int(row["mask"]), scores[row["key"]]) for row in sql.fetchall()}
+
     @property
     def ranks_apart(self) -> bool:
         """Whether the index can rank its matches before any memory row is read
