@@ -86,10 +86,8 @@ def search(
         need = request.limit - len(hits)
         if need <= 0:
             break
-        if terms:
-            hits.extend(_ranked(sql, namespace, index, request, tier, terms, need))
-        else:
-            hits.extend(_recent(sql, namespace, request, tier, need))
+        ranking = TierSearch(sql, namespace, index, request, tier)
+        hits.extend(ranking.ranked(terms, need) if terms else ranking.recent(need))
     return hits
 
 
@@ -107,170 +105,142 @@ def tiers(request: SearchRequest) -> list[Tier]:
     return found
 
 
-def _ranked(
-    sql: Sql,
-    namespace: str,
-    index: SearchProjection,
-    request: SearchRequest,
-    tier: Tier,
-    terms: list[str],
-    need: int,
-) -> list[RawHit]:
-    """Rank one tier a level at a time: first the memories sharing every known term,
-    then those sharing one fewer, down to one, until ``need`` hits are found. Each level
-    ranks only its own memories, so common terms never make the search score every
-    memory that shares one of them."""
-    known = index.known(sql, terms, tier.live)[:MAX_TERMS]
-    if not known:
-        return []
-    narrowed = _narrowed(sql, namespace, index, request, tier, known, need)
-    if narrowed is not None:
-        return narrowed
-    found: list[RawHit] = []
-    occurring: set[int] | None = None
-    for shared in range(len(known), 0, -1):
-        if occurring is None and comb(len(known), shared) > ENUMERATED_SETS:
-            occurring = index.signatures(sql, known, tier.live)
-        if occurring is None:
-            masks = [
-                sum(1 << i for i in chosen) for chosen in combinations(range(len(known)), shared)
-            ]
-        else:
-            masks = sorted(mask for mask in occurring if mask.bit_count() == shared)
-        if not masks:
-            continue
-        rows = _level(sql, namespace, index, request, tier, known, masks, need - len(found))
-        found.extend(RawHit(row, shared + _unit(score), tier.name) for row, score in rows)
-        if len(found) >= need:
-            break
-    return found
+@dataclass(frozen=True)
+class TierSearch:
+    """One tier of one search: the transaction it reads in, the namespace, the index,
+    what was asked, and which memories the tier holds."""
 
+    sql: Sql
+    namespace: str
+    index: SearchProjection
+    request: SearchRequest
+    tier: Tier
 
-def _narrowed(
-    sql: Sql,
-    namespace: str,
-    index: SearchProjection,
-    request: SearchRequest,
-    tier: Tier,
-    terms: list[str],
-    need: int,
-) -> list[RawHit] | None:
-    """Rank the few memories a filtered search leaves in a tier, in the order the levels
-    would give (more shared terms, then the higher text score, then the more recent);
-    None when the search is not filtered so, or leaves more than ``NARROW``."""
-    if request.subject is None and request.attribute is None and not request.entities:
-        return None
-    positions = _positions(sql, namespace, request, tier, NARROW + 1)
-    if len(positions) > NARROW:
-        return None
-    keys = {position if index.ranks_apart else memory_id: position
-            for position, memory_id in positions}  # fmt: skip
-    scored = index.scored(sql, terms, list(keys), tier.live)
-    best = sorted(
-        scored.items(), key=lambda item: (item[1][0].bit_count(), item[1][1], keys[item[0]])
-    )[::-1][:need]
-    if not best:
-        return []
-    chosen = [keys[key] for key, _ in best]
-    source = Source("0.0", MEMORY_ROWS, f"m.position IN ({', '.join('?' * len(chosen))})",
-                    chosen)  # fmt: skip
-    rows = {row["position"]: row for row in _select(sql, namespace, request, tier, source, need)}
-    return [
-        RawHit(rows[keys[key]], mask.bit_count() + _unit(score), tier.name)
-        for key, (mask, score) in best
-        if keys[key] in rows
-    ]
-
-
-def _positions(
-    sql: Sql, namespace: str, request: SearchRequest, tier: Tier, limit: int
-) -> list[tuple[int, str]]:
-    """Return (position, id) of up to ``limit`` memories of the tier that pass the
-    request's filters, as known at ``known_at`` (or now)."""
-    where, params = _narrowing(namespace, request, tier)
-    sql.execute(
-        f"SELECT m.position, m.id FROM {MEMORY_ROWS} WHERE {' AND '.join(where)} LIMIT ?",
-        [*params, limit],
-    )
-    return [(int(row["position"]), str(row["id"])) for row in sql.fetchall()]
-
-
-def _level(
-    sql: Sql,
-    namespace: str,
-    index: SearchProjection,
-    request: SearchRequest,
-    tier: Tier,
-    terms: list[str],
-    masks: list[int],
-    need: int,
-) -> list[tuple[Any, float]]:
-    """Return the best ``need`` memories of the tier that share exactly one of the sets
-    ``masks`` of ``terms``, with their text scores, best first."""
-    if index.ranks_apart:
-        # Rank inside the index, then read only the best rows.
-        scores = dict(index.top(sql, terms, masks, tier.live, need + SLACK))
-        if not scores:
+    def ranked(self, terms: list[str], need: int) -> list[RawHit]:
+        """Rank the tier a level at a time: first the memories sharing every known term,
+        then those sharing one fewer, down to one, until ``need`` hits are found. Each
+        level ranks only its own memories, so common terms never make the search score
+        every memory that shares one of them."""
+        known = self.index.known(self.sql, terms, self.tier.live)[:MAX_TERMS]
+        if not known:
             return []
-        chosen = index.winners(list(scores))
-        rows = _select(sql, namespace, request, tier, chosen, len(scores), "m.position DESC")
-        if len(rows) >= need or len(scores) < need + SLACK:
-            rows.sort(key=lambda row: scores[row["position"]], reverse=True)  # stable: recency
-            return [(row, scores[row["position"]]) for row in rows[:need]]
-        # The tier's filters dropped too many of the best: rank with them applied.
-    rows = _select(sql, namespace, request, tier, index.ranked(terms, masks, tier.live), need)
-    return [(row, float(row["score"])) for row in rows]
+        narrowed = self.narrowed(known, need)
+        if narrowed is not None:
+            return narrowed
+        found: list[RawHit] = []
+        occurring: set[int] | None = None
+        for shared in range(len(known), 0, -1):
+            if occurring is None and comb(len(known), shared) > ENUMERATED_SETS:
+                occurring = self.index.signatures(self.sql, known, self.tier.live)
+            if occurring is None:
+                masks = [
+                    sum(1 << i for i in chosen)
+                    for chosen in combinations(range(len(known)), shared)
+                ]
+            else:
+                masks = sorted(mask for mask in occurring if mask.bit_count() == shared)
+            if not masks:
+                continue
+            rows = self.level(known, masks, need - len(found))
+            found.extend(RawHit(row, shared + _unit(score), self.tier.name) for row, score in rows)
+            if len(found) >= need:
+                break
+        return found
 
+    def narrowed(self, terms: list[str], need: int) -> list[RawHit] | None:
+        """Rank the few memories a filtered search leaves in the tier, in the order the
+        levels would give (more shared terms, then the higher text score, then the more
+        recent); None when the search is not filtered so, or leaves more than
+        ``NARROW``."""
+        request = self.request
+        if request.subject is None and request.attribute is None and not request.entities:
+            return None
+        positions = self.positions(NARROW + 1)
+        if len(positions) > NARROW:
+            return None
+        keys = {position if self.index.ranks_apart else memory_id: position
+                for position, memory_id in positions}  # fmt: skip
+        scored = self.index.scored(self.sql, terms, list(keys), self.tier.live)
+        best = sorted(
+            scored.items(), key=lambda item: (item[1][0].bit_count(), item[1][1], keys[item[0]])
+        )[::-1][:need]
+        if not best:
+            return []
+        chosen = [keys[key] for key, _ in best]
+        source = Source("0.0", MEMORY_ROWS, f"m.position IN ({', '.join('?' * len(chosen))})",
+                        chosen)  # fmt: skip
+        rows = {row["position"]: row for row in self.select(source, need)}
+        return [
+            RawHit(rows[keys[key]], mask.bit_count() + _unit(score), self.tier.name)
+            for key, (mask, score) in best
+            if keys[key] in rows
+        ]
 
-def _recent(
-    sql: Sql, namespace: str, request: SearchRequest, tier: Tier, need: int
-) -> list[RawHit]:
-    """List one tier by recency, for a search without terms."""
-    source = Source("0.0", MEMORY_ROWS, "1 = 1", [])
-    rows = _select(sql, namespace, request, tier, source, need, order="m.position DESC")
-    return [RawHit(row, 0.0, tier.name) for row in rows]
+    def level(self, terms: list[str], masks: list[int], need: int) -> list[tuple[Any, float]]:
+        """Return the best ``need`` memories of the tier that share exactly one of the
+        sets ``masks`` of ``terms``, with their text scores, best first."""
+        if self.index.ranks_apart:
+            # Rank inside the index, then read only the best rows.
+            scores = dict(self.index.top(self.sql, terms, masks, self.tier.live, need + SLACK))
+            if not scores:
+                return []
+            chosen = self.index.winners(list(scores))
+            rows = self.select(chosen, len(scores), "m.position DESC")
+            if len(rows) >= need or len(scores) < need + SLACK:
+                rows.sort(key=lambda row: scores[row["position"]], reverse=True)  # stable
+                return [(row, scores[row["position"]]) for row in rows[:need]]
+            # The tier's filters dropped too many of the best: rank with them applied.
+        rows = self.select(self.index.ranked(terms, masks, self.tier.live), need)
+        return [(row, float(row["score"])) for row in rows]
 
+    def recent(self, need: int) -> list[RawHit]:
+        """List the tier by recency, for a search without terms."""
+        rows = self.select(Source("0.0", MEMORY_ROWS, "1 = 1", []), need, "m.position DESC")
+        return [RawHit(row, 0.0, self.tier.name) for row in rows]
 
-def _select(
-    sql: Sql,
-    namespace: str,
-    request: SearchRequest,
-    tier: Tier,
-    source: Source,
-    limit: int,
-    order: str = "score DESC, m.position DESC",
-) -> list[Any]:
-    """Run one search statement: ``source`` narrowed to the tier, the namespace, what the
-    ledger knew at ``known_at`` (or knows now) and the request's filters."""
-    where, params = _narrowing(namespace, request, tier)
-    where, params = [source.condition, *where], [*source.params, *params]
-    sql.execute(
-        f"{ROW}{source.score} AS score FROM {source.source} WHERE {' AND '.join(where)} "
-        f"ORDER BY {order} LIMIT ?",
-        [*params, limit],
-    )
-    return sql.fetchall()
+    def select(
+        self, source: Source, limit: int, order: str = "score DESC, m.position DESC"
+    ) -> list[Any]:
+        """Run one search statement: ``source`` narrowed to what every row of the tier
+        meets (:meth:`conditions`)."""
+        where, params = self.conditions()
+        self.sql.execute(
+            f"{ROW}{source.score} AS score FROM {source.source} "
+            f"WHERE {' AND '.join([source.condition, *where])} ORDER BY {order} LIMIT ?",
+            [*source.params, *params, limit],
+        )
+        return self.sql.fetchall()
 
+    def positions(self, limit: int) -> list[tuple[int, str]]:
+        """Return (position, id) of up to ``limit`` memories of the tier that pass the
+        request's filters."""
+        where, params = self.conditions()
+        self.sql.execute(
+            f"SELECT m.position, m.id FROM {MEMORY_ROWS} WHERE {' AND '.join(where)} LIMIT ?",
+            [*params, limit],
+        )
+        return [(int(row["position"]), str(row["id"])) for row in self.sql.fetchall()]
 
-def _narrowing(namespace: str, request: SearchRequest, tier: Tier) -> tuple[list[str], list[Any]]:
-    """The conditions (and their parameters) every search row meets: the namespace, what
-    the ledger knew at ``known_at`` (or knows now), not forgotten, the tier and the
-    request's filters."""
-    recorded = LATEST if request.known_at is None else to_micros(request.known_at)
-    where = [
-        "m.namespace = ?", "v.recorded_from <= ?", "v.recorded_until > ?",
-        "v.state <> 'forgotten'", "m.erased_at IS NULL", tier.condition,
-    ]  # fmt: skip
-    params = [namespace, recorded, recorded, *tier.params]
-    if request.subject is not None:
-        # The same namespace, said of the version row too: then the planner reaches the
-        # subject through memory_versions' (namespace, subject_key) index instead of
-        # reading every memory of the namespace (a search filtered by subject took 32 ms
-        # at 20k memories, not 0.3).
-        where.append("v.namespace = ?")
-        params.append(namespace)
-    _filters(request, where, params)
-    return where, params
+    def conditions(self) -> tuple[list[str], list[Any]]:
+        """The conditions (and their parameters) every row of the tier meets: the
+        namespace, what the ledger knew at ``known_at`` (or knows now), not forgotten,
+        the tier's own and the request's filters."""
+        request = self.request
+        recorded = LATEST if request.known_at is None else to_micros(request.known_at)
+        where = [
+            "m.namespace = ?", "v.recorded_from <= ?", "v.recorded_until > ?",
+            "v.state <> 'forgotten'", "m.erased_at IS NULL", self.tier.condition,
+        ]  # fmt: skip
+        params = [self.namespace, recorded, recorded, *self.tier.params]
+        if request.subject is not None:
+            # The same namespace, said of the version row too: then the planner reaches
+            # the subject through memory_versions' (namespace, subject_key) index instead
+            # of reading every memory of the namespace (a search filtered by subject took
+            # 32 ms at 20k memories, not 0.3).
+            where.append("v.namespace = ?")
+            params.append(self.namespace)
+        _filters(request, where, params)
+        return where, params
 
 
 def _unit(score: Any) -> float:
