@@ -47,7 +47,7 @@ def seal(state: dict[str, Any], memory_id: UUID, key: bytes) -> dict[str, Any]:
     """Move the sensitive fields of an event state into one encrypted ``sealed`` field."""
     secret = {name: state.pop(name) for name in SENSITIVE_FIELDS if name in state}
     ciphertext = _encrypt(key, orjson.dumps(secret), memory_id.bytes)
-    state["sealed"] = base64.b64encode(ciphertext).decode()
+    state["sealed"] = binascii.b2a_base64(ciphertext, newline=False).decode()
     return state
 
 
@@ -58,7 +58,7 @@ def unseal(state: dict[str, Any], memory_id: UUID, key: bytes | None) -> dict[st
         state.update(content="", value=None, entities=[], evidence=[], metadata=None, erased=True)
         return state
     try:
-        state.update(orjson.loads(_decrypt(key, base64.b64decode(sealed), memory_id.bytes)))
+        state.update(orjson.loads(_decrypt(key, binascii.a2b_base64(sealed), memory_id.bytes)))
     except (InvalidTag, binascii.Error, ValueError) as error:
         raise StoreUnavailable(
             f"memory {memory_id}: its sealed content does not decrypt"

@@ -151,7 +151,7 @@ class EventLog:
             unhashed = RecordedEvent(
                 position=tip.position + 1 + offset,
                 recorded_at=start + offset * ONE_MICROSECOND,
-                memory_id=UUID(str(stored.originator_id)),
+                memory_id=event.originator_id,
                 version=stored.originator_version,
                 topic=stored.topic,
                 schema_version=type(event).class_version,
@@ -161,7 +161,7 @@ class EventLog:
                 hash=b"",
             )
             previous = chain_hash(previous, unhashed)
-            stamped.append(replace(unhashed, hash=previous))
+            stamped.append(unhashed.with_hash(previous))
         return stamped
 
     def tip(self, sql: Sql) -> LogTip:
@@ -282,7 +282,7 @@ class EventLog:
                     actor=entry.actor, namespace=entry.namespace, payload=stored.state, hash=b"",
                 )  # fmt: skip
                 previous = chain_hash(previous, unhashed)
-                stamped.append(replace(unhashed, hash=previous))
+                stamped.append(unhashed.with_hash(previous))
                 tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
             self.backend.insert_events(sql, stamped)
             self.keyring.store(sql, keys)

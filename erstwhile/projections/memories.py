@@ -135,9 +135,9 @@ class MemoriesProjection(Projection):
                     event.confidence, json_text(list(event.evidence)), event.extractor_id,
                     optional_micros(event.extracted_at), record.actor,
                     json_text(event.metadata), State.CURRENT.value,
-                    to_micros(record.recorded_at), record.position, record.version, None, None,
+                    record.recorded_micros, record.position, record.version, None, None,
                     json_text(self._vector_clock(sql, record, event, counts)),
-                    to_micros(record.recorded_at) if event.erased else None,
+                    record.recorded_micros if event.erased else None,
                 ),
             )  # fmt: skip
             keyed = int(bool(event.subject and event.attribute))
@@ -163,7 +163,7 @@ class MemoriesProjection(Projection):
 
     def _forget(self, sql: Sql, record: RecordedEvent, event: Forgotten, memory_id: str) -> None:
         """Hide the memory; a hard forget also wipes its claim, keeping the skeleton."""
-        instant = to_micros(record.recorded_at)
+        instant = record.recorded_micros
         sql.execute(
             "UPDATE memories SET state = ?, forgotten_at = COALESCE(forgotten_at, ?), version = ? "
             "WHERE id = ?",
@@ -293,7 +293,7 @@ class VersionRun:
         self.closed: list[list[object]] = []
 
     def add(self, record: RecordedEvent, event: LedgerEvent) -> None:
-        memory_id, recorded = record.memory_key, to_micros(record.recorded_at)
+        memory_id, recorded = record.memory_key, record.recorded_micros
         self.touched.add(memory_id)
         if isinstance(event, Asserted):
             self.opened.append([

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, Superseded
-from erstwhile.domain.time import end_to_micros, to_micros
+from erstwhile.domain.time import end_to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
@@ -191,9 +191,7 @@ class SearchProjection(Projection):
                 if not event.erased:
                     text = document(event)
                     self._index(buffered, record.position, memory_id, text)
-                    if self.sqlite and end_to_micros(event.valid_until) > to_micros(
-                        record.recorded_at
-                    ):
+                    if self.sqlite and end_to_micros(event.valid_until) > record.recorded_micros:
                         live.add(memory_id, record.position, text)
             elif isinstance(event, Forgotten) and event.hard:
                 live.write(buffered)
