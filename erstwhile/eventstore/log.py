@@ -235,10 +235,11 @@ class EventLog:
 
         An ``Asserted`` whose key was destroyed decodes with ``erased=True``.
         """
-        keys = self.keyring.fetch(sql, [r.memory_id for r in records if r.type == "Asserted"])
+        asserted = [r.memory_key for r in records if r.type == "Asserted"]
+        keys = self.keyring.fetch_by_text(sql, asserted)
         return [
             self.mapper.decode(
-                StoredEvent(r.memory_id, r.version, r.topic, r.payload), keys.get(r.memory_id)
+                StoredEvent(r.memory_id, r.version, r.topic, r.payload), keys.get(r.memory_key)
             )
             for r in records
         ]

@@ -44,6 +44,8 @@ STOP_WORDS = frozenset(
 WORD = re.compile(r"\w+", re.UNICODE)
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 MEMORY_ROWS = "memories m JOIN memory_versions v ON v.memory_id = m.id"
+INSERT_KEY = f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)"
+INSERT_FULL = f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)"
 LIVE_AUTOMERGE = 2
 """FTS5 merges the live index's segments in pairs rather than fours (its default). The
 live index loses most rows it ever held to supersession; a deleted row's entries stay in
@@ -211,10 +213,8 @@ class SearchProjection(Projection):
                 (memory_id, text),
             )
             return
-        sql.execute(
-            f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)", (memory_id, position)
-        )
-        sql.execute(f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)", (position, text))
+        sql.execute(INSERT_KEY, (memory_id, position))
+        sql.execute(INSERT_FULL, (position, text))
 
     def _erase(self, sql: Sql, memory_id: str) -> None:
         """Remove a memory's entries; on SQLite also merge the indexes so no token survives."""
