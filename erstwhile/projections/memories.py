@@ -117,48 +117,59 @@ class MemoriesProjection(Projection):
             sql.execute(f"DROP TABLE IF EXISTS {table}")
 
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
-        self._apply(sql, record, event, {})
+        self.apply_many(sql, [(record, event)])
 
     def apply_many(self, sql: Sql, batch: Folded) -> None:
-        """Fold a batch with writes grouped, reading each actor's write count once."""
-        buffered = BufferedSql(sql)
+        """Fold a batch with writes grouped, reading each actor's write count once.
+
+        New memories' rows are written before the changes to memories: a change only
+        ever touches a memory asserted before it, so hoisting the inserts keeps every
+        row's history, and the inserts go as one group instead of one call each between
+        the updates of the supersessions that come with them.
+        """
+        added, changed = BufferedSql(sql), BufferedSql(sql)
         counts: dict[tuple[str, str], int] = {}
         for record, event in batch:
-            self._apply(buffered, record, event, counts)
-        buffered.flush()
+            if isinstance(event, Asserted):
+                self._assert(added, record, event, counts)
+            else:
+                self._change(changed, record, event)
+        added.flush()
+        changed.flush()
 
-    def _apply(
+    def _assert(
         self,
         sql: Sql,
         record: RecordedEvent,
-        event: LedgerEvent,
+        event: Asserted,
         counts: dict[tuple[str, str], int],
     ) -> None:
         memory_id = record.memory_key
-        if isinstance(event, Asserted):
-            sql.execute(
-                INSERT_MEMORY,
-                (
-                    memory_id, record.namespace, event.kind.value, event.content,
-                    event.subject, event.attribute, label_key(event.subject),
-                    label_key(event.attribute), json_text(event.value),
-                    json_list(event.entities), to_micros(event.valid_from),
-                    end_to_micros(event.valid_until), optional_micros(event.occurred_at),
-                    event.confidence, json_list(event.evidence), event.extractor_id,
-                    optional_micros(event.extracted_at), record.actor,
-                    json_text(event.metadata), CURRENT,
-                    record.recorded_micros, record.position, record.version, None, None,
-                    json_text(self._vector_clock(sql, record, event, counts)),
-                    record.recorded_micros if event.erased else None,
-                ),
-            )  # fmt: skip
-            keyed = int(bool(event.subject and event.attribute))
-            sql.executemany(
-                "INSERT INTO memory_entities (memory_id, namespace, entity, keyed) "
-                "VALUES (?, ?, ?, ?)",
-                [(memory_id, record.namespace, entity, keyed) for entity in event.entities],
-            )
-        elif isinstance(event, Superseded):
+        sql.execute(
+            INSERT_MEMORY,
+            (
+                memory_id, record.namespace, event.kind.value, event.content,
+                event.subject, event.attribute, label_key(event.subject),
+                label_key(event.attribute), json_text(event.value),
+                json_list(event.entities), to_micros(event.valid_from),
+                end_to_micros(event.valid_until), optional_micros(event.occurred_at),
+                event.confidence, json_list(event.evidence), event.extractor_id,
+                optional_micros(event.extracted_at), record.actor,
+                json_text(event.metadata), CURRENT,
+                record.recorded_micros, record.position, record.version, None, None,
+                json_text(self._vector_clock(sql, record, event, counts)),
+                record.recorded_micros if event.erased else None,
+            ),
+        )  # fmt: skip
+        keyed = int(bool(event.subject and event.attribute))
+        sql.executemany(
+            "INSERT INTO memory_entities (memory_id, namespace, entity, keyed) VALUES (?, ?, ?, ?)",
+            [(memory_id, record.namespace, entity, keyed) for entity in event.entities],
+        )
+
+    def _change(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
+        memory_id = record.memory_key
+        if isinstance(event, Superseded):
             sql.execute(
                 "UPDATE memories SET state = ?, valid_until = ?, superseded_by = ?, version = ? "
                 "WHERE id = ?",
