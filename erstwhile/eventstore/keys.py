@@ -47,7 +47,7 @@ def seal(state: dict[str, Any], memory_id: UUID, key: bytes) -> dict[str, Any]:
     """Move the sensitive fields of an event state into one encrypted ``sealed`` field."""
     secret = {name: state.pop(name) for name in SENSITIVE_FIELDS if name in state}
     ciphertext = _encrypt(key, orjson.dumps(secret), memory_id.bytes)
-    state["sealed"] = base64.b64encode(ciphertext).decode()
+    state["sealed"] = binascii.b2a_base64(ciphertext, newline=False).decode()
     return state
 
 
@@ -58,7 +58,7 @@ def unseal(state: dict[str, Any], memory_id: UUID, key: bytes | None) -> dict[st
         state.update(content="", value=None, entities=[], evidence=[], metadata=None, erased=True)
         return state
     try:
-        state.update(orjson.loads(_decrypt(key, base64.b64decode(sealed), memory_id.bytes)))
+        state.update(orjson.loads(_decrypt(key, binascii.a2b_base64(sealed), memory_id.bytes)))
     except (InvalidTag, binascii.Error, ValueError) as error:
         raise StoreUnavailable(
             f"memory {memory_id}: its sealed content does not decrypt"
@@ -99,8 +99,14 @@ class KeyRing:
 
     def fetch(self, sql: Sql, memory_ids: Iterable[UUID]) -> dict[UUID, bytes]:
         """Return the keys that still exist for these memories."""
-        wanted = sorted({str(i) for i in memory_ids})
-        found: dict[UUID, bytes] = {}
+        found = self.fetch_by_text(sql, (str(i) for i in memory_ids))
+        return {UUID(memory_id): key for memory_id, key in found.items()}
+
+    def fetch_by_text(self, sql: Sql, memory_ids: Iterable[str]) -> dict[str, bytes]:
+        """:meth:`fetch` with the ids as text, as the log's records carry them (a batch
+        being decoded then turns no id into text and back)."""
+        wanted = sorted(set(memory_ids))
+        found: dict[str, bytes] = {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             sql.execute(
@@ -109,7 +115,7 @@ class KeyRing:
                 chunk,
             )
             for row in sql.fetchall():
-                memory_id = UUID(str(row["memory_id"]))
+                memory_id = str(row["memory_id"])
                 found[memory_id] = self._unwrap(memory_id, bytes(row["key_bytes"]), row["wrapped"])
         return found
 
@@ -129,7 +135,7 @@ class KeyRing:
             return key
         return _encrypt(self.master_key, key, memory_id.bytes)
 
-    def _unwrap(self, memory_id: UUID, stored: bytes, wrapped: int) -> bytes:
+    def _unwrap(self, memory_id: str, stored: bytes, wrapped: int) -> bytes:
         if not wrapped:
             return stored
         if self.master_key is None:
@@ -137,7 +143,7 @@ class KeyRing:
                 f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to read this ledger"
             )
         try:
-            return _decrypt(self.master_key, stored, memory_id.bytes)
+            return _decrypt(self.master_key, stored, UUID(memory_id).bytes)
         except InvalidTag as error:
             raise StoreUnavailable(
                 f"${MASTER_KEY_VARIABLE} does not unwrap the memory keys"

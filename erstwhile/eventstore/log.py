@@ -151,7 +151,7 @@ class EventLog:
             unhashed = RecordedEvent(
                 position=tip.position + 1 + offset,
                 recorded_at=start + offset * ONE_MICROSECOND,
-                memory_id=UUID(str(stored.originator_id)),
+                memory_id=event.originator_id,
                 version=stored.originator_version,
                 topic=stored.topic,
                 schema_version=type(event).class_version,
@@ -161,7 +161,7 @@ class EventLog:
                 hash=b"",
             )
             previous = chain_hash(previous, unhashed)
-            stamped.append(replace(unhashed, hash=previous))
+            stamped.append(unhashed.with_hash(previous))
         return stamped
 
     def tip(self, sql: Sql) -> LogTip:
@@ -235,10 +235,11 @@ class EventLog:
 
         An ``Asserted`` whose key was destroyed decodes with ``erased=True``.
         """
-        keys = self.keyring.fetch(sql, [r.memory_id for r in records if r.type == "Asserted"])
+        asserted = [r.memory_key for r in records if r.type == "Asserted"]
+        keys = self.keyring.fetch_by_text(sql, asserted)
         return [
             self.mapper.decode(
-                StoredEvent(r.memory_id, r.version, r.topic, r.payload), keys.get(r.memory_id)
+                StoredEvent(r.memory_id, r.version, r.topic, r.payload), keys.get(r.memory_key)
             )
             for r in records
         ]
@@ -282,7 +283,7 @@ class EventLog:
                     actor=entry.actor, namespace=entry.namespace, payload=stored.state, hash=b"",
                 )  # fmt: skip
                 previous = chain_hash(previous, unhashed)
-                stamped.append(replace(unhashed, hash=previous))
+                stamped.append(unhashed.with_hash(previous))
                 tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
             self.backend.insert_events(sql, stamped)
             self.keyring.store(sql, keys)

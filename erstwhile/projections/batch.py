@@ -39,7 +39,13 @@ class BufferedSql:
             self.flush()
             self._sql.execute(statement, params)
             return
-        self._add(table, statement, [params])
+        # The common case, one more row of the statement last written to the table, is
+        # spelled out here: a fold makes several of these calls per event.
+        groups = self._tables.get(table)
+        if groups and groups[-1][0] == statement:
+            groups[-1][1].append(params)
+        else:
+            self._add(table, statement, [params])
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
@@ -71,10 +77,12 @@ class BufferedSql:
 
     def _table(self, statement: str) -> str | None:
         """The table a deferrable write goes to; None for anything else (reads)."""
-        if statement not in self._known:
+        try:
+            return self._known[statement]
+        except KeyError:
             match = WRITE.match(statement)
-            self._known[statement] = match.group(1).lower() if match else None
-        return self._known[statement]
+            table = self._known[statement] = match.group(1).lower() if match else None
+            return table
 
     def _add(self, table: str, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         groups = self._tables.setdefault(table, [])

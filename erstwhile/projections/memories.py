@@ -37,9 +37,22 @@ MEMORY_COLUMNS = (
 )
 
 
+INSERT_MEMORY = (
+    f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES "
+    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+CURRENT, SUPERSEDED = State.CURRENT.value, State.SUPERSEDED.value
+ARCHIVED, FORGOTTEN = State.ARCHIVED.value, State.FORGOTTEN.value
+
+
 def json_text(value: object) -> str | None:
     """Store a JSON value as text; ``None`` (no value) stays NULL."""
     return None if value is None else orjson.dumps(value).decode()
+
+
+def json_list(values: tuple[str, ...]) -> str:
+    """Store a tuple of names as a JSON array (most are empty)."""
+    return orjson.dumps(values).decode() if values else "[]"
 
 
 def label_key(label: str | None) -> str | None:
@@ -104,70 +117,80 @@ class MemoriesProjection(Projection):
             sql.execute(f"DROP TABLE IF EXISTS {table}")
 
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
-        self._apply(sql, record, event, {})
+        self.apply_many(sql, [(record, event)])
 
     def apply_many(self, sql: Sql, batch: Folded) -> None:
-        """Fold a batch with writes grouped, reading each actor's write count once."""
-        buffered = BufferedSql(sql)
+        """Fold a batch with writes grouped, reading each actor's write count once.
+
+        New memories' rows are written before the changes to memories: a change only
+        ever touches a memory asserted before it, so hoisting the inserts keeps every
+        row's history, and the inserts go as one group instead of one call each between
+        the updates of the supersessions that come with them.
+        """
+        added, changed = BufferedSql(sql), BufferedSql(sql)
         counts: dict[tuple[str, str], int] = {}
         for record, event in batch:
-            self._apply(buffered, record, event, counts)
-        buffered.flush()
+            if isinstance(event, Asserted):
+                self._assert(added, record, event, counts)
+            else:
+                self._change(changed, record, event)
+        added.flush()
+        changed.flush()
 
-    def _apply(
+    def _assert(
         self,
         sql: Sql,
         record: RecordedEvent,
-        event: LedgerEvent,
+        event: Asserted,
         counts: dict[tuple[str, str], int],
     ) -> None:
         memory_id = record.memory_key
-        if isinstance(event, Asserted):
-            sql.execute(
-                f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    memory_id, record.namespace, event.kind.value, event.content,
-                    event.subject, event.attribute, label_key(event.subject),
-                    label_key(event.attribute), json_text(event.value),
-                    json_text(list(event.entities)), to_micros(event.valid_from),
-                    end_to_micros(event.valid_until), optional_micros(event.occurred_at),
-                    event.confidence, json_text(list(event.evidence)), event.extractor_id,
-                    optional_micros(event.extracted_at), record.actor,
-                    json_text(event.metadata), State.CURRENT.value,
-                    to_micros(record.recorded_at), record.position, record.version, None, None,
-                    json_text(self._vector_clock(sql, record, event, counts)),
-                    to_micros(record.recorded_at) if event.erased else None,
-                ),
-            )  # fmt: skip
-            keyed = int(bool(event.subject and event.attribute))
-            sql.executemany(
-                "INSERT INTO memory_entities (memory_id, namespace, entity, keyed) "
-                "VALUES (?, ?, ?, ?)",
-                [(memory_id, record.namespace, entity, keyed) for entity in event.entities],
-            )
-        elif isinstance(event, Superseded):
+        sql.execute(
+            INSERT_MEMORY,
+            (
+                memory_id, record.namespace, event.kind.value, event.content,
+                event.subject, event.attribute, label_key(event.subject),
+                label_key(event.attribute), json_text(event.value),
+                json_list(event.entities), to_micros(event.valid_from),
+                end_to_micros(event.valid_until), optional_micros(event.occurred_at),
+                event.confidence, json_list(event.evidence), event.extractor_id,
+                optional_micros(event.extracted_at), record.actor,
+                json_text(event.metadata), CURRENT,
+                record.recorded_micros, record.position, record.version, None, None,
+                json_text(self._vector_clock(sql, record, event, counts)),
+                record.recorded_micros if event.erased else None,
+            ),
+        )  # fmt: skip
+        keyed = int(bool(event.subject and event.attribute))
+        sql.executemany(
+            "INSERT INTO memory_entities (memory_id, namespace, entity, keyed) VALUES (?, ?, ?, ?)",
+            [(memory_id, record.namespace, entity, keyed) for entity in event.entities],
+        )
+
+    def _change(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
+        memory_id = record.memory_key
+        if isinstance(event, Superseded):
             sql.execute(
                 "UPDATE memories SET state = ?, valid_until = ?, superseded_by = ?, version = ? "
                 "WHERE id = ?",
-                (State.SUPERSEDED.value, to_micros(event.at), str(event.newer_id),
+                (SUPERSEDED, to_micros(event.at), str(event.newer_id),
                  record.version, memory_id),
             )  # fmt: skip
         elif isinstance(event, Archived):
             sql.execute(
                 "UPDATE memories SET state = ?, version = ? WHERE id = ?",
-                (State.ARCHIVED.value, record.version, memory_id),
+                (ARCHIVED, record.version, memory_id),
             )
         elif isinstance(event, Forgotten):
             self._forget(sql, record, event, memory_id)
 
     def _forget(self, sql: Sql, record: RecordedEvent, event: Forgotten, memory_id: str) -> None:
         """Hide the memory; a hard forget also wipes its claim, keeping the skeleton."""
-        instant = to_micros(record.recorded_at)
+        instant = record.recorded_micros
         sql.execute(
             "UPDATE memories SET state = ?, forgotten_at = COALESCE(forgotten_at, ?), version = ? "
             "WHERE id = ?",
-            (State.FORGOTTEN.value, instant, record.version, memory_id),
+            (FORGOTTEN, instant, record.version, memory_id),
         )
         if event.hard:
             sql.execute(
@@ -267,6 +290,9 @@ class VersionsProjection(Projection):
         run.write(sql)
 
 
+OPEN_VERSION = f"INSERT INTO memory_versions ({VERSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+"""A new memory's first version."""
+
 COPY_OPEN_VERSION = (
     f"INSERT INTO memory_versions ({VERSION_COLUMNS}) "
     "SELECT memory_id, ?, namespace, kind, subject_key, attribute_key, ?, valid_from, "
@@ -293,12 +319,12 @@ class VersionRun:
         self.closed: list[list[object]] = []
 
     def add(self, record: RecordedEvent, event: LedgerEvent) -> None:
-        memory_id, recorded = record.memory_key, to_micros(record.recorded_at)
+        memory_id, recorded = record.memory_key, record.recorded_micros
         self.touched.add(memory_id)
         if isinstance(event, Asserted):
             self.opened.append([
                 memory_id, record.version, record.namespace, event.kind.value,
-                label_key(event.subject), label_key(event.attribute), State.CURRENT.value,
+                label_key(event.subject), label_key(event.attribute), CURRENT,
                 to_micros(event.valid_from), end_to_micros(event.valid_until), None,
                 recorded, OPEN_END,
             ])  # fmt: skip
@@ -316,19 +342,16 @@ class VersionRun:
         """The new state, window end and successor an event gives (None: unchanged), or
         None for an event that does not change a memory's version."""
         if isinstance(event, Superseded):
-            return State.SUPERSEDED.value, to_micros(event.at), str(event.newer_id)
+            return SUPERSEDED, to_micros(event.at), str(event.newer_id)
         if isinstance(event, Archived):
-            return State.ARCHIVED.value, None, None
+            return ARCHIVED, None, None
         if isinstance(event, Forgotten):
-            return State.FORGOTTEN.value, None, None
+            return FORGOTTEN, None, None
         return None
 
     def write(self, sql: Sql) -> None:
         if self.opened:
-            sql.executemany(
-                f"INSERT INTO memory_versions ({VERSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                self.opened,
-            )
+            sql.executemany(OPEN_VERSION, self.opened)
         if self.copied:
             sql.executemany(COPY_OPEN_VERSION, self.copied)
             sql.executemany(CLOSE_OLDER_VERSION, self.closed)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from erstwhile.domain.bar import clears_bar
 from erstwhile.domain.events import Asserted, LedgerEvent, ProposalRejected, Superseded, proposal_id
-from erstwhile.domain.time import to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
@@ -74,7 +73,7 @@ class ProposalsProjection(Projection):
         found: dict[int, list[tuple[str, str, float]]] = {}
         for namespace, asserted in by_namespace.items():
             wanted = [
-                (claim_from_event(record, event), to_micros(record.recorded_at))
+                (claim_from_event(record, event), record.recorded_micros)
                 for record, event in asserted
             ]
             olders = candidates_many(sql, namespace, wanted)
