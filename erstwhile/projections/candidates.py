@@ -144,17 +144,22 @@ def _current_claims(sql: Sql, ids: list[str]) -> dict[str, ClaimView]:
 
 
 def _by_key(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
-    """Versions sharing a subject and an attribute with any of the claims."""
-    subjects = sorted({c.subject_key for c in keyed if c.subject_key})
-    attributes = sorted({c.attribute_key for c in keyed if c.attribute_key})
+    """Versions sharing a subject and an attribute with any of the claims: one query per
+    attribute (and 500 subjects), so the index is probed once per claim's key, not once
+    per subject and attribute of the whole batch."""
+    subjects_by_attribute: dict[str, set[str]] = {}
+    for claim in keyed:
+        if claim.subject_key and claim.attribute_key:
+            subjects_by_attribute.setdefault(claim.attribute_key, set()).add(claim.subject_key)
     rows: list[Any] = []
-    for chunk in _chunks(subjects, 500):
-        sql.execute(
-            KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.subject_key IN ({_marks(chunk)}) "
-            f"AND v.attribute_key IN ({_marks(attributes)})",
-            [*span, *chunk, *attributes],
-        )
-        rows += sql.fetchall()
+    for attribute, subjects in sorted(subjects_by_attribute.items()):
+        for chunk in _chunks(sorted(subjects), 500):
+            sql.execute(
+                KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.subject_key IN ({_marks(chunk)}) "
+                "AND v.attribute_key = ?",
+                [*span, *chunk, attribute],
+            )
+            rows += sql.fetchall()
     return rows
 
 
