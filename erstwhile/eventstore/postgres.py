@@ -110,6 +110,11 @@ PLAIN_INSERT = re.compile(
 )
 """An INSERT of one row of plain parameters, which COPY can do for many rows."""
 
+BLIND_WRITE = re.compile(
+    r"\s*(?:INSERT|UPDATE|DELETE)\b(?!.*\bRETURNING\b)", re.IGNORECASE | re.DOTALL
+)
+"""A statement whose result nobody fetches; any other gets a cursor of its own."""
+
 COPY_FROM = 16
 """How many rows an INSERT of plain parameters needs before it goes as a COPY: COPY
 costs a round trip more than a pipelined ``executemany``, and saves the server planning
@@ -121,15 +126,16 @@ class PostgresSql:
 
     The cursor's connection is in pipeline mode: a statement is sent without waiting for
     the one before, and only a fetch waits (for everything sent so far), so the writes
-    between two reads cost no round trip of their own. Each read gets a cursor of its
-    own: psycopg hands each result to the cursor that sent the statement, as it arrives,
-    so a write's late result would take the place of a read's on a shared one.
+    between two reads cost no round trip of their own. Every statement but a plain INSERT,
+    UPDATE or DELETE gets a cursor of its own: psycopg hands each result to the cursor
+    that sent the statement, as it arrives, so a write's late result would take the place
+    of a read's on a shared one.
     ``executemany`` of one row is a plain execute, and of many rows of a plain INSERT a
     COPY (which leaves the pipeline for as long as it runs: COPY has no pipeline mode).
     """
 
     _statements: dict[str, str] = {}
-    _reads: dict[str, bool] = {}
+    _fetched: dict[str, bool] = {}
     _copies: dict[str, Composed | None] = {}
 
     def __init__(self, cursor: Cursor[DictRow]) -> None:
@@ -162,10 +168,10 @@ class PostgresSql:
         return converted
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
-        reads = self._reads.get(statement)
-        if reads is None:
-            reads = self._reads[statement] = statement.lstrip()[:6].upper() == "SELECT"
-        (self.reader() if reads else self.raw).execute(self._convert(statement), params)
+        fetched = self._fetched.get(statement)
+        if fetched is None:
+            fetched = self._fetched[statement] = not BLIND_WRITE.match(statement)
+        (self.reader() if fetched else self.raw).execute(self._convert(statement), params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         self.run_many(self._convert(statement), rows)
