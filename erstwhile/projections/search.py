@@ -79,6 +79,15 @@ def members(mask: int, terms: Sequence[str]) -> tuple[list[str], list[str]]:
     return inside, outside
 
 
+def shared_mask(body: str, count: int) -> str:
+    """PostgreSQL: the set of ``count`` terms (one ``?`` each, bit ``i`` for the i-th)
+    that the tsvector ``body`` holds, as an integer."""
+    return " + ".join(
+        f"(CASE WHEN {body} @@ to_tsquery('english', ?) THEN {1 << i} ELSE 0 END)"
+        for i in range(count)
+    )
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a search statement's rows come from and how they score:
@@ -267,12 +276,8 @@ class SearchProjection(Projection):
                 [self._term(term) for term in terms],
             )
         else:
-            bits = " + ".join(
-                f"(CASE WHEN body @@ to_tsquery('english', ?) THEN {1 << i} ELSE 0 END)"
-                for i in range(len(terms))
-            )
             sql.execute(
-                f"SELECT DISTINCT {bits} AS mask FROM {FULL} "
+                f"SELECT DISTINCT {shared_mask('body', len(terms))} AS mask FROM {FULL} "
                 "WHERE body @@ to_tsquery('english', ?)",
                 [*terms, " | ".join(terms)],
             )
@@ -288,13 +293,9 @@ class SearchProjection(Projection):
         if not keys or not terms:
             return {}
         if not self.sqlite:
-            bits = " + ".join(
-                f"(CASE WHEN s.body @@ to_tsquery('english', ?) THEN {1 << i} ELSE 0 END)"
-                for i in range(len(terms))
-            )
             every = " | ".join(terms)
             sql.execute(
-                f"SELECT s.memory_id AS key, {bits} AS mask, "
+                f"SELECT s.memory_id AS key, {shared_mask('s.body', len(terms))} AS mask, "
                 "ts_rank(s.body, to_tsquery('english', ?)) AS score FROM memory_search s "
                 f"WHERE s.memory_id IN ({', '.join('?' * len(keys))}) "
                 "AND s.body @@ to_tsquery('english', ?)",
