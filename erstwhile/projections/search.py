@@ -43,6 +43,7 @@ STOP_WORDS = frozenset(
 )
 WORD = re.compile(r"\w+", re.UNICODE)
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
+UPKEEP = "memory_search_upkeep"
 MEMORY_ROWS = "memories m JOIN memory_versions v ON v.memory_id = m.id"
 INSERT_KEY = f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)"
 INSERT_FULL = f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)"
@@ -52,6 +53,16 @@ live index loses most rows it ever held to supersession; a deleted row's entries
 the older segments, and queries walk them, until merges drop them, so merging sooner
 keeps the live index close to compact (at 100k memories: half the pages, a search p50
 about 1.5x lower)."""
+UPKEEP_SHARE = 4
+UPKEEP_FLOOR = 1_000
+"""The live index is optimized (merged into one segment, which drops every removed
+memory's entries) once the removals since it last was reach a quarter of the memories it
+then held, and at least ``UPKEEP_FLOOR``. Merging in pairs still leaves the removed
+memories' entries in the oldest, largest segment, which only an optimize rewrites: at
+100k memories (20k live, 80k removed) a search walked 2.4 times the pages and took 1.8
+times as long (p50 4.2 against 2.3 ms) as on the optimized index. An optimize costs about
+3.5 ms per thousand live memories, so about 15 µs per removal, paid by the write whose
+removals cross the budget."""
 
 
 def query_terms(query: str) -> list[str]:
@@ -132,6 +143,7 @@ class LiveWrites:
 
     def write(self, sql: Sql) -> None:
         """Make the writes gathered so far, and start gathering again."""
+        removals = 0
         if self.removed:
             sql.execute(
                 f"SELECT position FROM {KEYS} WHERE memory_id IN (SELECT value FROM json_each(?))",
@@ -139,11 +151,29 @@ class LiveWrites:
             )
             positions = sorted(row["position"] for row in sql.fetchall())
             sql.executemany(f"DELETE FROM {LIVE} WHERE rowid = ?", [(p,) for p in positions])
+            removals = len(positions)
         if self.added:
             sql.executemany(
                 f"INSERT INTO {LIVE} (rowid, body) VALUES (?, ?)", list(self.added.values())
             )
+        upkeep(sql, removals)
         self.added, self.removed, self.dropped = {}, set(), set()
+
+
+def upkeep(sql: Sql, removed: int) -> None:
+    """Count ``removed`` live-index removals, and optimize the live index once they reach
+    its budget (see :data:`UPKEEP_SHARE`); then set the next budget from its size."""
+    if not removed:
+        return
+    sql.execute(f"UPDATE {UPKEEP} SET removed = removed + ?", (removed,))
+    sql.execute(f"SELECT removed, budget FROM {UPKEEP}")
+    row = sql.fetchone()
+    if row is None or row["removed"] < row["budget"]:
+        return
+    sql.execute(f"INSERT INTO {LIVE} ({LIVE}) VALUES ('optimize')")
+    sql.execute(f"SELECT count(*) AS size FROM {LIVE}")
+    budget = max(UPKEEP_FLOOR, sql.fetchone()["size"] // UPKEEP_SHARE)
+    sql.execute(f"UPDATE {UPKEEP} SET removed = 0, budget = ?", (budget,))
 
 
 class SearchProjection(Projection):
@@ -154,10 +184,10 @@ class SearchProjection(Projection):
     def __init__(self, dialect: str) -> None:
         super().__init__(dialect)
         self.sqlite = dialect == "sqlite"
-        # Version 2 brought the live index and position rowids to SQLite; PostgreSQL's
-        # table is as it was, so its ledgers are not rebuilt for nothing.
-        self.version = 2 if self.sqlite else 1
-        self.tables = (FULL, LIVE, KEYS) if self.sqlite else (FULL,)
+        # Version 2 brought the live index and position rowids to SQLite, version 3 its
+        # upkeep; PostgreSQL's table is as it was, so its ledgers are not rebuilt for nothing.
+        self.version = 3 if self.sqlite else 1
+        self.tables = (FULL, LIVE, KEYS, UPKEEP) if self.sqlite else (FULL,)
 
     def create(self, sql: Sql) -> None:
         if not self.sqlite:
@@ -178,6 +208,15 @@ class SearchProjection(Projection):
         sql.execute(
             f"CREATE TABLE IF NOT EXISTS {KEYS} (memory_id TEXT PRIMARY KEY, "
             "position INTEGER NOT NULL) WITHOUT ROWID"
+        )
+        sql.execute(
+            f"CREATE TABLE IF NOT EXISTS {UPKEEP} "
+            "(removed INTEGER NOT NULL, budget INTEGER NOT NULL)"
+        )
+        sql.execute(
+            f"INSERT INTO {UPKEEP} (removed, budget) SELECT 0, ? "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {UPKEEP})",
+            (UPKEEP_FLOOR,),
         )
 
     def drop(self, sql: Sql) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 from typing import Any
 
 import pytest
 
 from erstwhile import Ledger, NotFound, State, SupersessionRefused, ValidationError
-from erstwhile.projections import recall
+from erstwhile.projections import recall, search
 from tests.conftest import ManualClock, OpenLedger, event_count
 
 MAR = "2026-03-01T00:00:00Z"
@@ -252,6 +253,45 @@ def test_filtered_searches_rank_the_same_whether_few_or_many_memories_are_left(
         ]
     assert found[default] == found[0]
     assert sum(len(hits) for hits in found[0]) > 100
+
+
+def test_the_live_index_is_compacted_once_its_removals_reach_a_budget(
+    sqlite_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite: supersessions take memories out of the live index; once the removals
+    reach the budget (here 10), the index is optimized into one segment and the next
+    budget is a quarter of its size. Searches find the current memories throughout."""
+    monkeypatch.setattr(search, "UPKEEP_FLOOR", 10)
+    ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester", clock=clock)
+    raw = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    try:
+        current = {m.id: m for m in ledger.remember_many(
+            {"content": f"falcon note {n}", "valid_from": MAR} for n in range(40))}  # fmt: skip
+
+        def revise(count: int) -> None:
+            for older in list(current.values())[:count]:
+                clock.advance(minutes=1)
+                newer = ledger.revise(older.id, older.content + " revised", at=clock())
+                del current[older.id]
+                current[newer.id] = newer
+
+        def upkeep() -> tuple[int, int, int]:
+            removed, budget = raw.execute(f"SELECT removed, budget FROM {search.UPKEEP}").fetchone()
+            (segments,) = raw.execute(
+                f"SELECT count(DISTINCT segid) FROM {search.LIVE}_idx").fetchone()  # fmt: skip
+            return removed, budget, segments
+
+        revise(9)
+        assert upkeep()[:2] == (9, 10)
+        assert upkeep()[2] > 1
+        assert set(ids(ledger.search("falcon", limit=100))) == set(current)
+        revise(1)
+        assert upkeep() == (0, 10, 1)
+        assert set(ids(ledger.search("falcon", limit=100))) == set(current)
+        assert len(current) == 40
+    finally:
+        raw.close()
+        ledger.close()
 
 
 def test_a_memory_superseded_at_a_later_instant_is_found_until_then(
