@@ -135,6 +135,12 @@ class Backend(ABC):
     def analyze(self) -> None:  # noqa: B027 - SQLite plans well enough without statistics
         """Refresh the planner's statistics after a table grew a lot."""
 
+    def vacuum(self, table: str) -> int:
+        """Reclaim a table's dead rows (and refresh its statistics) outside any
+        transaction; return about how many rows it holds. Only PostgreSQL leaves dead
+        rows behind; SQLite does nothing here."""
+        return 0
+
     def notify(self, sql: Sql) -> None:  # noqa: B027 - optional hook; SQLite has no NOTIFY
         """Tell followers that new events were committed (LISTEN/NOTIFY where there is one)."""
 

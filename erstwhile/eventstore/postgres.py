@@ -384,11 +384,26 @@ class PostgresBackend(Backend):
         sql.execute(f"DROP TABLE {shadow}")
 
     def analyze(self) -> None:
+        """ANALYZE the projections' tables; the live search table, which loses most rows
+        it ever held, is vacuumed too."""
         tables = ("memories", "memory_entities", "memory_versions", "memory_search", "proposals")
         with self.datastore.get_connection() as connection:
             for table in tables:
-                if connection.execute("SELECT to_regclass(%s)", (table,)).fetchone():
+                if _exists(connection, table):
                     connection.execute(SQL("ANALYZE {0}").format(Identifier(table)))
+        self.vacuum("memory_search_live")
+
+    def vacuum(self, table: str) -> int:
+        with self.datastore.get_connection() as connection:
+            if not _exists(connection, table):
+                return 0
+            connection.execute(SQL("VACUUM (ANALYZE) {0}").format(Identifier(table)))
+            row = connection.execute(
+                "SELECT greatest(reltuples, 0)::bigint AS size FROM pg_class "
+                "WHERE oid = to_regclass(%s)",
+                (table,),
+            ).fetchone()
+        return int(row["size"]) if row else 0
 
     def notify(self, sql: Sql) -> None:
         """NOTIFY the log's channel; sent with the COMMIT (it is delivered then anyway)."""
@@ -417,3 +432,9 @@ class PostgresBackend(Backend):
 
     def close(self) -> None:
         self.datastore.close()
+
+
+def _exists(connection: Connection[Any], table: str) -> bool:
+    """Whether ``table`` exists in the connection's schema."""
+    row = connection.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (table,)).fetchone()
+    return bool(row and row["found"])

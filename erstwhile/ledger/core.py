@@ -235,7 +235,7 @@ class LedgerCore:
         if self.sync_projections and not self._folded:
             self.runner.catch_up(until=position)
         if self.sync_projections:
-            self.runner.note_growth(position)
+            self.runner.after_commit(position)
 
     def wait_for(self, position: int | None = None, timeout: float = 10.0) -> int:
         """Wait until every projection has applied the log up to ``position`` (default:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.domain.events import LedgerEvent
 from erstwhile.eventstore import EventFilter, EventLog, RecordedEvent, Sql, translated_errors
+from erstwhile.eventstore.backend import Backend
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import Shadow
 
@@ -59,6 +60,10 @@ class Projection(ABC):
     @abstractmethod
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
         """Fold one event into the projection's rows."""
+
+    def after_commit(self, backend: Backend) -> None:  # noqa: B027 - optional hook
+        """Upkeep that must run outside a transaction once a fold has committed (none by
+        default)."""
 
     def apply_many(self, sql: Sql, batch: Folded) -> None:
         """Fold a batch of events, in order, with each statement's writes grouped.
@@ -140,21 +145,25 @@ class ProjectionRunner:
             # fully applied, and the log (which is durable) folds again from there.
             with translated_errors(), self.backend.write(durable=False) as sql:
                 lowest = self.apply_batch(sql)
-            self.note_growth(lowest)
+            self.after_commit(lowest)
             if progress is not None:
                 for projection in self.projections:
                     progress(projection.name, lowest, target)
         return lowest
 
-    def note_growth(self, head: int) -> None:
-        """Refresh the planner's statistics each time the projections have grown to
-        twice the log position they were last analyzed at (from :data:`ANALYZE_FLOOR`
-        events), whether a catch-up or a write that folded itself grew them: without
-        statistics PostgreSQL plans a grown table as if it were empty (a search then
-        walks every memory). SQLite needs none; its ``analyze`` does nothing."""
+    def after_commit(self, head: int) -> None:
+        """After a catch-up batch or a write that folded itself has committed, up to log
+        position ``head``: refresh the planner's statistics each time the projections have
+        grown to twice the position they were last analyzed at (from
+        :data:`ANALYZE_FLOOR` events), since without statistics PostgreSQL plans a grown
+        table as if it were empty (a search then walks every memory); then let each
+        projection do its own upkeep. SQLite needs no statistics; its ``analyze`` does
+        nothing."""
         if head >= max(ANALYZE_FLOOR, 2 * self.analyzed_head):
             self.backend.analyze()
             self.analyzed_head = head
+        for projection in self.projections:
+            projection.after_commit(self.backend)
 
     def fold_appended(self, sql: Sql, previous_head: int, appended: Folded) -> bool:
         """Inside an append's transaction, fold the events it just wrote (as the writer
@@ -222,6 +231,8 @@ class ProjectionRunner:
                     while builder.apply_batch(sql) < self.log.tip(sql).position:
                         pass
                     self._swap(sql, builder, chosen)
+                # The swapped-in rows are new to the planner's statistics.
+                self.backend.analyze()
                 return
             except StoreUnavailable:
                 if attempt == SWAP_ATTEMPTS - 1:

@@ -7,11 +7,12 @@ among those sharing as many, the text score (BM25 or ``ts_rank`` of the OR-ed te
 decides. So a question in plain words ("what database does the team use") finds "The team
 moved to AWS", and a search never has to score every memory sharing one common word.
 
-On SQLite the projection keeps two FTS5 indexes whose rowid is the log position of the
-memory's ``Asserted`` event (``memories.position``): ``memory_search`` holds every memory
-not hard-forgotten, ``memory_search_live`` only those that may still be true now (see
-:meth:`SearchProjection.apply`), which is what a default search ranks.
-``memory_search_keys`` maps a memory id to its rowid, for the later events.
+The projection keeps two indexes: ``memory_search`` holds every memory not
+hard-forgotten, ``memory_search_live`` only those that may still be true now (see
+:meth:`SearchProjection.apply_many`), which is what a default search ranks. On SQLite
+they are FTS5 tables whose rowid is the log position of the memory's ``Asserted`` event
+(``memories.position``), and ``memory_search_keys`` maps a memory id to its rowid, for
+the later events; on PostgreSQL they are tables keyed by memory id with a GIN index.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import orjson
 from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, Superseded
 from erstwhile.domain.time import end_to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
+from erstwhile.eventstore.backend import Backend
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
 
@@ -115,19 +117,20 @@ class Source:
 
 
 class LiveWrites:
-    """A batch's writes to the live index, made in ascending rowid order: first the
-    removals, then the additions.
+    """A batch's writes to the live index: first the removals, then the additions.
 
-    FTS5 gathers a transaction's postings in memory in rowid order and writes them out
-    as a new segment whenever a write comes with a smaller rowid than the one before.
-    Made in log order, every supersession's removal of an older memory would follow the
-    addition of a newer one and write a segment of its own (about 80 µs each, and the
-    merges after). A memory added and removed in the same batch is never written at all.
-    Everything removed was added in an earlier batch (at smaller positions), so the
-    index ends the same either way.
+    On SQLite they are made in ascending rowid order. FTS5 gathers a transaction's
+    postings in memory in rowid order and writes them out as a new segment whenever a
+    write comes with a smaller rowid than the one before. Made in log order, every
+    supersession's removal of an older memory would follow the addition of a newer one
+    and write a segment of its own (about 80 µs each, and the merges after). A memory
+    added and removed in the same batch is never written at all. Everything removed was
+    added in an earlier batch (at smaller positions), so the index ends the same either
+    way.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, sqlite: bool) -> None:
+        self.sqlite = sqlite
         self.added: dict[str, tuple[int, str]] = {}
         self.removed: set[str] = set()
         self.dropped: set[str] = set()
@@ -141,8 +144,11 @@ class LiveWrites:
         elif memory_id not in self.dropped:
             self.removed.add(memory_id)
 
-    def write(self, sql: Sql) -> None:
-        """Make the writes gathered so far, and start gathering again."""
+    def write(self, sql: Sql) -> int:
+        """Make the writes gathered so far, and start gathering again; return how many
+        memories were taken out of the index."""
+        if not self.sqlite:
+            return self._write_postgres(sql)
         removals = 0
         if self.removed:
             sql.execute(
@@ -158,6 +164,22 @@ class LiveWrites:
             )
         upkeep(sql, removals)
         self.added, self.removed, self.dropped = {}, set(), set()
+        return removals
+
+    def _write_postgres(self, sql: Sql) -> int:
+        """PostgreSQL's live table is keyed by memory id; the order does not matter."""
+        removals = len(self.removed)
+        if self.removed:
+            sql.executemany(
+                f"DELETE FROM {LIVE} WHERE memory_id = ?", [(i,) for i in sorted(self.removed)]
+            )
+        if self.added:
+            sql.executemany(
+                f"INSERT INTO {LIVE} (memory_id, body) VALUES (?, to_tsvector('english', ?))",
+                [(memory_id, text) for memory_id, (_, text) in self.added.items()],
+            )
+        self.added, self.removed, self.dropped = {}, set(), set()
+        return removals
 
 
 def upkeep(sql: Sql, removed: int) -> None:
@@ -184,20 +206,23 @@ class SearchProjection(Projection):
     def __init__(self, dialect: str) -> None:
         super().__init__(dialect)
         self.sqlite = dialect == "sqlite"
-        # Version 2 brought the live index and position rowids to SQLite, version 3 its
-        # upkeep; PostgreSQL's table is as it was, so its ledgers are not rebuilt for nothing.
-        self.version = 3 if self.sqlite else 1
-        self.tables = (FULL, LIVE, KEYS, UPKEEP) if self.sqlite else (FULL,)
+        # SQLite: version 2 brought the live index and position rowids, version 3 the
+        # live index's upkeep. PostgreSQL: version 2 brought the live table.
+        self.version = 3 if self.sqlite else 2
+        self.tables = (FULL, LIVE, KEYS, UPKEEP) if self.sqlite else (FULL, LIVE)
+        self.removals = 0
+        """PostgreSQL: rows this process took out of the live table since it last
+        vacuumed it (SQLite counts its removals in the database, see :func:`upkeep`)."""
+        self.vacuum_budget = UPKEEP_FLOOR
 
     def create(self, sql: Sql) -> None:
         if not self.sqlite:
-            sql.execute(
-                "CREATE TABLE IF NOT EXISTS memory_search (memory_id TEXT PRIMARY KEY, "
-                "body TSVECTOR NOT NULL)"
-            )
-            sql.execute(
-                "CREATE INDEX IF NOT EXISTS memory_search_body ON memory_search USING GIN (body)"
-            )
+            for table in (FULL, LIVE):
+                sql.execute(
+                    f"CREATE TABLE IF NOT EXISTS {table} (memory_id TEXT PRIMARY KEY, "
+                    "body TSVECTOR NOT NULL)"
+                )
+                sql.execute(f"CREATE INDEX IF NOT EXISTS {table}_body ON {table} USING GIN (body)")
             return
         for table in (FULL, LIVE):
             sql.execute(
@@ -227,32 +252,47 @@ class SearchProjection(Projection):
         self.apply_many(sql, [(record, event)])
 
     def apply_many(self, sql: Sql, batch: Folded) -> None:
-        """Index each asserted memory; on SQLite, also in the live index, and take it out
-        of the live index once it can no longer be true now: archived, forgotten, or
+        """Index each asserted memory, also in the live index, and take it out of the
+        live index once it can no longer be true now: archived, forgotten, or
         superseded at an instant no later than the supersession was recorded ("now" is
         never behind the log's last instant). A memory superseded at a later instant
         stays; the search's own window test decides, as it does for windows that end by
         the clock alone. The live index's writes are gathered as :class:`LiveWrites`."""
         buffered = BufferedSql(sql)
-        live = LiveWrites()
+        live = LiveWrites(self.sqlite)
         for record, event in batch:
             memory_id = record.memory_key
             if isinstance(event, Asserted):
                 if not event.erased:
                     text = document(event)
                     self._index(buffered, record.position, memory_id, text)
-                    if self.sqlite and end_to_micros(event.valid_until) > record.recorded_micros:
+                    if end_to_micros(event.valid_until) > record.recorded_micros:
                         live.add(memory_id, record.position, text)
             elif isinstance(event, Forgotten) and event.hard:
-                live.write(buffered)
+                self._write_live(live, buffered)
                 self._erase(buffered, memory_id)
-            elif self.sqlite and (
-                isinstance(event, Archived | Forgotten)
-                or (isinstance(event, Superseded) and event.at <= record.recorded_at)
+            elif isinstance(event, Archived | Forgotten) or (
+                isinstance(event, Superseded) and event.at <= record.recorded_at
             ):
                 live.remove(memory_id)
-        live.write(buffered)
+        self._write_live(live, buffered)
         buffered.flush()
+
+    def _write_live(self, live: LiveWrites, sql: Sql) -> None:
+        removed = live.write(sql)
+        if not self.sqlite:
+            self.removals += removed
+
+    def after_commit(self, backend: Backend) -> None:
+        """PostgreSQL: vacuum the live table once this process's removals from it reach
+        a quarter of its rows (and at least ``UPKEEP_FLOOR``). A removed row stays in
+        the table and in its GIN index until a vacuum; left to a server whose autovacuum
+        is off or behind, the live table of a 50k-memory store held 40k dead rows and a
+        search took 12 ms at the median instead of 6.6."""
+        if self.sqlite or self.removals < self.vacuum_budget:
+            return
+        self.removals = 0
+        self.vacuum_budget = max(UPKEEP_FLOOR, backend.vacuum(LIVE) // UPKEEP_SHARE)
 
     def _index(self, sql: Sql, position: int, memory_id: str, text: str) -> None:
         if not self.sqlite:
@@ -267,7 +307,8 @@ class SearchProjection(Projection):
     def _erase(self, sql: Sql, memory_id: str) -> None:
         """Remove a memory's entries; on SQLite also merge the indexes so no token survives."""
         if not self.sqlite:
-            sql.execute("DELETE FROM memory_search WHERE memory_id = ?", (memory_id,))
+            for table in (LIVE, FULL):
+                sql.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
             return
         sql.execute(f"SELECT position FROM {KEYS} WHERE memory_id = ?", (memory_id,))
         row = sql.fetchone()
@@ -281,7 +322,7 @@ class SearchProjection(Projection):
     # ------------------------------------------------------------------ queries
 
     def _table(self, live: bool) -> str:
-        return LIVE if live and self.sqlite else FULL
+        return LIVE if live else FULL
 
     def known(self, sql: Sql, terms: Sequence[str], live: bool) -> list[str]:
         """Return the terms that can match: on SQLite those some memory in the index
@@ -316,7 +357,7 @@ class SearchProjection(Projection):
             )
         else:
             sql.execute(
-                f"SELECT DISTINCT {shared_mask('body', len(terms))} AS mask FROM {FULL} "
+                f"SELECT DISTINCT {shared_mask('body', len(terms))} AS mask FROM {table} "
                 "WHERE body @@ to_tsquery('english', ?)",
                 [*terms, " | ".join(terms)],
             )
@@ -335,7 +376,7 @@ class SearchProjection(Projection):
             every = " | ".join(terms)
             sql.execute(
                 f"SELECT s.memory_id AS key, {shared_mask('s.body', len(terms))} AS mask, "
-                "ts_rank(s.body, to_tsquery('english', ?)) AS score FROM memory_search s "
+                f"ts_rank(s.body, to_tsquery('english', ?)) AS score FROM {self._table(live)} s "
                 f"WHERE s.memory_id IN ({', '.join('?' * len(keys))}) "
                 "AND s.body @@ to_tsquery('english', ?)",
                 [*terms, every, *keys, every],
@@ -407,7 +448,7 @@ class SearchProjection(Projection):
             )
         return Source(
             "ts_rank(s.body, to_tsquery('english', ?))",
-            "memory_search s JOIN memories m ON m.id = s.memory_id "
+            f"{self._table(live)} s JOIN memories m ON m.id = s.memory_id "
             "JOIN memory_versions v ON v.memory_id = m.id",
             "s.body @@ to_tsquery('english', ?)",
             [" | ".join(terms), " | ".join(exactly)],

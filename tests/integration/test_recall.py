@@ -6,6 +6,7 @@ import random
 import sqlite3
 from typing import Any
 
+import psycopg
 import pytest
 
 from erstwhile import Ledger, NotFound, State, SupersessionRefused, ValidationError
@@ -255,25 +256,39 @@ def test_filtered_searches_rank_the_same_whether_few_or_many_memories_are_left(
     assert sum(len(hits) for hits in found[0]) > 100
 
 
+class LiveRevisions:
+    """Forty memories about falcons, revised a few at a time: each revision takes the
+    older memory out of the live index and puts the newer one in."""
+
+    def __init__(self, ledger: Ledger, clock: ManualClock) -> None:
+        self.ledger, self.clock = ledger, clock
+        made = ledger.remember_many(
+            {"content": f"falcon note {n}", "valid_from": MAR} for n in range(40)
+        )
+        self.current = {m.id: m for m in made}
+
+    def revise(self, count: int) -> None:
+        for older in list(self.current.values())[:count]:
+            self.clock.advance(minutes=1)
+            newer = self.ledger.revise(older.id, older.content + " revised", at=self.clock())
+            del self.current[older.id]
+            self.current[newer.id] = newer
+
+    def found_exactly_the_current(self) -> bool:
+        return set(ids(self.ledger.search("falcon", limit=100))) == set(self.current)
+
+
 def test_the_live_index_is_compacted_once_its_removals_reach_a_budget(
     sqlite_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SQLite: supersessions take memories out of the live index; once the removals
-    reach the budget (here 10), the index is optimized into one segment and the next
-    budget is a quarter of its size. Searches find the current memories throughout."""
+    """SQLite: once the removals from the live index reach the budget (here 10), the
+    index is optimized into one segment and the next budget is a quarter of its size.
+    Searches find the current memories throughout."""
     monkeypatch.setattr(search, "UPKEEP_FLOOR", 10)
     ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester", clock=clock)
     raw = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
     try:
-        current = {m.id: m for m in ledger.remember_many(
-            {"content": f"falcon note {n}", "valid_from": MAR} for n in range(40))}  # fmt: skip
-
-        def revise(count: int) -> None:
-            for older in list(current.values())[:count]:
-                clock.advance(minutes=1)
-                newer = ledger.revise(older.id, older.content + " revised", at=clock())
-                del current[older.id]
-                current[newer.id] = newer
+        falcons = LiveRevisions(ledger, clock)
 
         def upkeep() -> tuple[int, int, int]:
             removed, budget = raw.execute(f"SELECT removed, budget FROM {search.UPKEEP}").fetchone()
@@ -281,16 +296,49 @@ def test_the_live_index_is_compacted_once_its_removals_reach_a_budget(
                 f"SELECT count(DISTINCT segid) FROM {search.LIVE}_idx").fetchone()  # fmt: skip
             return removed, budget, segments
 
-        revise(9)
+        falcons.revise(9)
         assert upkeep()[:2] == (9, 10)
         assert upkeep()[2] > 1
-        assert set(ids(ledger.search("falcon", limit=100))) == set(current)
-        revise(1)
+        assert falcons.found_exactly_the_current()
+        falcons.revise(1)
         assert upkeep() == (0, 10, 1)
-        assert set(ids(ledger.search("falcon", limit=100))) == set(current)
-        assert len(current) == 40
+        assert falcons.found_exactly_the_current()
     finally:
         raw.close()
+        ledger.close()
+
+
+@pytest.mark.postgres
+def test_postgres_vacuums_the_live_table_once_its_removals_reach_a_budget(
+    postgres_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: once the rows a process took out of the live table reach the budget
+    (here 10), the table is vacuumed after the commit, so its dead rows do not wait for
+    an autovacuum that may be off. Searches find the current memories throughout."""
+    monkeypatch.setattr(search, "UPKEEP_FLOOR", 10)
+    ledger = Ledger.open(postgres_url, namespace="acme", actor="tester", clock=clock)
+    base, schema = postgres_url.split("?schema=")
+    try:
+        falcons = LiveRevisions(ledger, clock)
+
+        def dead_and_vacuumed() -> tuple[int, bool]:
+            with psycopg.connect(base, autocommit=True) as db:
+                row = db.execute(
+                    "SELECT n_dead_tup, last_vacuum IS NOT NULL FROM pg_stat_user_tables "
+                    "WHERE schemaname = %s AND relname = %s",
+                    (schema, search.LIVE),
+                ).fetchone()
+            assert row is not None
+            return int(row[0]), bool(row[1])
+
+        falcons.revise(9)
+        assert not dead_and_vacuumed()[1]
+        assert falcons.found_exactly_the_current()
+        falcons.revise(1)
+        assert dead_and_vacuumed() == (0, True)
+        assert ledger.search_index.removals == 0
+        assert falcons.found_exactly_the_current()
+    finally:
         ledger.close()
 
 
