@@ -386,7 +386,10 @@ class PostgresBackend(Backend):
     def analyze(self) -> None:
         """ANALYZE the projections' tables; the live search table, which loses most rows
         it ever held, is vacuumed too."""
-        tables = ("memories", "memory_entities", "memory_versions", "memory_search", "proposals")
+        tables = (
+            "memories", "memory_entities", "memory_versions", "memory_search",
+            "memory_search_live", "proposals",
+        )  # fmt: skip
         with self.datastore.get_connection() as connection:
             for table in tables:
                 if _exists(connection, table):
@@ -397,7 +400,7 @@ class PostgresBackend(Backend):
         with self.datastore.get_connection() as connection:
             if not _exists(connection, table):
                 return 0
-            connection.execute(SQL("VACUUM (ANALYZE) {0}").format(Identifier(table)))
+            connection.execute(SQL("VACUUM {0}").format(Identifier(table)))
             row = connection.execute(
                 "SELECT greatest(reltuples, 0)::bigint AS size FROM pg_class "
                 "WHERE oid = to_regclass(%s)",

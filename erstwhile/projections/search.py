@@ -167,16 +167,19 @@ class LiveWrites:
         return removals
 
     def _write_postgres(self, sql: Sql) -> int:
-        """PostgreSQL's live table is keyed by memory id; the order does not matter."""
+        """PostgreSQL's live table is keyed by memory id; the order does not matter. Its
+        rows are copied from the full table's (each ``tsvector`` is computed once), so
+        the full table's writes must have been made first."""
         removals = len(self.removed)
         if self.removed:
             sql.executemany(
                 f"DELETE FROM {LIVE} WHERE memory_id = ?", [(i,) for i in sorted(self.removed)]
             )
         if self.added:
-            sql.executemany(
-                f"INSERT INTO {LIVE} (memory_id, body) VALUES (?, to_tsvector('english', ?))",
-                [(memory_id, text) for memory_id, (_, text) in self.added.items()],
+            sql.execute(
+                f"INSERT INTO {LIVE} (memory_id, body) SELECT memory_id, body FROM {FULL} "
+                "WHERE memory_id = ANY(?)",
+                (sorted(self.added),),
             )
         self.added, self.removed, self.dropped = {}, set(), set()
         return removals
@@ -217,12 +220,19 @@ class SearchProjection(Projection):
 
     def create(self, sql: Sql) -> None:
         if not self.sqlite:
-            for table in (FULL, LIVE):
+            # The live table's GIN index takes each row as it comes (no pending list):
+            # every default search reads this index, and a search also scans the pending
+            # list whole (2,000 pending rows made the median search at 50k memories 11 ms
+            # instead of 7). The full index keeps the faster pending-list inserts; the
+            # ledger's ANALYZE on growth, or autovacuum, merges its list.
+            for table, options in ((FULL, ""), (LIVE, " WITH (fastupdate = off)")):
                 sql.execute(
                     f"CREATE TABLE IF NOT EXISTS {table} (memory_id TEXT PRIMARY KEY, "
                     "body TSVECTOR NOT NULL)"
                 )
-                sql.execute(f"CREATE INDEX IF NOT EXISTS {table}_body ON {table} USING GIN (body)")
+                sql.execute(
+                    f"CREATE INDEX IF NOT EXISTS {table}_body ON {table} USING GIN (body){options}"
+                )
             return
         for table in (FULL, LIVE):
             sql.execute(
@@ -278,7 +288,9 @@ class SearchProjection(Projection):
         self._write_live(live, buffered)
         buffered.flush()
 
-    def _write_live(self, live: LiveWrites, sql: Sql) -> None:
+    def _write_live(self, live: LiveWrites, sql: BufferedSql) -> None:
+        if not self.sqlite:
+            sql.flush()  # the full table's rows first: the live table copies them
         removed = live.write(sql)
         if not self.sqlite:
             self.removals += removed
