@@ -57,13 +57,8 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def read(self, plan_each: bool = False) -> AbstractContextManager[Sql]:
-        """Open a read-only transaction over one consistent snapshot.
-
-        ``plan_each``: plan every statement for the values it is given, for reads whose
-        best plan depends on them (a full-text search's terms); other statements may
-        reuse a plan made once per connection (PostgreSQL; SQLite plans each anyway).
-        """
+    def read(self) -> AbstractContextManager[Sql]:
+        """Open a read-only transaction over one consistent snapshot."""
 
     @abstractmethod
     def create_tables(self) -> None:

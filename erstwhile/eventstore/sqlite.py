@@ -224,7 +224,7 @@ class SQLiteBackend(Backend):
                     raw.execute("PRAGMA synchronous=FULL")
 
     @contextmanager
-    def read(self, plan_each: bool = False) -> Iterator[Sql]:
+    def read(self) -> Iterator[Sql]:
         """A snapshot read: a pooled connection, ``BEGIN`` ... ``ROLLBACK``.
 
         (The same as eventsourcing's ``transaction(commit=False)`` without its layers of

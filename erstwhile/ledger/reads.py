@@ -147,7 +147,7 @@ class Queries(LedgerCore):
         chosen = [_kind(k) for k in kinds] if kinds is not None else None
         # "Now" and the answer come from one snapshot: "now" is then never before the
         # last event the projections hold, which the live search index relies on.
-        with translated_errors(), self.log.backend.read(plan_each=True) as sql:
+        with translated_errors(), self.log.backend.read() as sql:
             request = recall.SearchRequest(
                 query=query,
                 valid_at=valid or known or self._present(sql),

@@ -158,7 +158,7 @@ class TierSearch:
         positions = self.positions(NARROW + 1)
         if len(positions) > NARROW:
             return None
-        keys = {position if self.index.ranks_apart else memory_id: position
+        keys = {position if self.index.keyed_by_position else memory_id: position
                 for position, memory_id in positions}  # fmt: skip
         scored = self.index.scored(self.sql, terms, list(keys), self.tier.live)
         best = sorted(
@@ -179,17 +179,16 @@ class TierSearch:
     def level(self, terms: list[str], masks: list[int], need: int) -> list[tuple[Any, float]]:
         """Return the best ``need`` memories of the tier that share exactly one of the
         sets ``masks`` of ``terms``, with their text scores, best first."""
-        if self.index.ranks_apart:
-            # Rank inside the index, then read only the best rows.
-            scores = dict(self.index.top(self.sql, terms, masks, self.tier.live, need + SLACK))
-            if not scores:
-                return []
-            chosen = self.index.winners(list(scores))
-            rows = self.select(chosen, len(scores), "m.position DESC")
-            if len(rows) >= need or len(scores) < need + SLACK:
-                rows.sort(key=lambda row: scores[row["position"]], reverse=True)  # stable
-                return [(row, scores[row["position"]]) for row in rows[:need]]
-            # The tier's filters dropped too many of the best: rank with them applied.
+        # Rank inside the index, then read only the best rows.
+        scores = dict(self.index.top(self.sql, terms, masks, self.tier.live, need + SLACK))
+        if not scores:
+            return []
+        chosen = self.index.winners(list(scores))
+        rows = self.select(chosen, len(scores), "m.position DESC")
+        if len(rows) >= need or len(scores) < need + SLACK:
+            rows.sort(key=lambda row: scores[row["position"]], reverse=True)  # stable
+            return [(row, scores[row["position"]]) for row in rows[:need]]
+        # The tier's filters dropped too many of the best: rank with them applied.
         rows = self.select(self.index.ranked(terms, masks, self.tier.live), need)
         return [(row, float(row["score"])) for row in rows]
 

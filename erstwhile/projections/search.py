@@ -177,8 +177,8 @@ class LiveWrites:
             )
         if self.added:
             sql.execute(
-                f"INSERT INTO {LIVE} (memory_id, body) SELECT memory_id, body FROM {FULL} "
-                "WHERE memory_id = ANY(?)",
+                f"INSERT INTO {LIVE} (memory_id, position, body) "
+                f"SELECT memory_id, position, body FROM {FULL} WHERE memory_id = ANY(?)",
                 (sorted(self.added),),
             )
         self.added, self.removed, self.dropped = {}, set(), set()
@@ -211,7 +211,7 @@ class SearchProjection(Projection):
         self.sqlite = dialect == "sqlite"
         # SQLite: version 2 brought the live index and position rowids, version 3 the
         # live index's upkeep. PostgreSQL: version 2 brought the live table.
-        self.version = 3 if self.sqlite else 2
+        self.version = 3
         self.tables = (FULL, LIVE, KEYS, UPKEEP) if self.sqlite else (FULL, LIVE)
         self.removals = 0
         """PostgreSQL: rows this process took out of the live table since it last
@@ -228,7 +228,7 @@ class SearchProjection(Projection):
             for table, options in ((FULL, ""), (LIVE, " WITH (fastupdate = off)")):
                 sql.execute(
                     f"CREATE TABLE IF NOT EXISTS {table} (memory_id TEXT PRIMARY KEY, "
-                    "body TSVECTOR NOT NULL)"
+                    "position BIGINT NOT NULL, body TSVECTOR NOT NULL)"
                 )
                 sql.execute(
                     f"CREATE INDEX IF NOT EXISTS {table}_body ON {table} USING GIN (body){options}"
@@ -309,8 +309,9 @@ class SearchProjection(Projection):
     def _index(self, sql: Sql, position: int, memory_id: str, text: str) -> None:
         if not self.sqlite:
             sql.execute(
-                "INSERT INTO memory_search (memory_id, body) VALUES (?, to_tsvector('english', ?))",
-                (memory_id, text),
+                f"INSERT INTO {FULL} (memory_id, position, body) "
+                "VALUES (?, ?, to_tsvector('english', ?))",
+                (memory_id, position, text),
             )
             return
         sql.execute(INSERT_KEY, (memory_id, position))
@@ -413,9 +414,9 @@ class SearchProjection(Projection):
         return {row["key"]: (int(row["mask"]), scores[row["key"]]) for row in sql.fetchall()}
 
     @property
-    def ranks_apart(self) -> bool:
-        """Whether the index can rank its matches before any memory row is read
-        (:meth:`top` then :meth:`winners`; SQLite, where a rowid is a position)."""
+    def keyed_by_position(self) -> bool:
+        """Whether :meth:`scored` looks memories up by position (SQLite, where a rowid
+        is a position) rather than by id (PostgreSQL, whose tables are keyed by id)."""
         return self.sqlite
 
     def _branches(self, table: str, count: int) -> str:
@@ -431,9 +432,20 @@ class SearchProjection(Projection):
     ) -> list[tuple[int, float]]:
         """Return the best ``limit`` (position, score) of the indexed memories sharing
         exactly one of the sets ``masks`` of ``terms``, scored against all of ``terms``;
-        best first, the more recent first among equal scores. SQLite only."""
+        best first, the more recent first among equal scores: ranked inside the index,
+        before any memory row is read."""
+        table = self._table(live)
+        if not self.sqlite:
+            exactly = [self._exactly(mask, terms) for mask in masks]
+            sql.execute(
+                f"SELECT position, ts_rank(body, to_tsquery('english', ?)) AS score "
+                f"FROM {table} WHERE body @@ to_tsquery('english', ?) "
+                "ORDER BY score DESC, position DESC LIMIT ?",
+                [" | ".join(terms), " | ".join(exactly), limit],
+            )
+            return [(int(row["position"]), float(row["score"])) for row in sql.fetchall()]
         sql.execute(
-            f"SELECT position, score FROM ({self._branches(self._table(live), len(masks))}) "
+            f"SELECT position, score FROM ({self._branches(table, len(masks))}) "
             "ORDER BY score DESC, position DESC LIMIT ?",
             [*(self._exactly(mask, terms) for mask in masks), limit],
         )
@@ -441,7 +453,9 @@ class SearchProjection(Projection):
 
     def winners(self, positions: Sequence[int]) -> Source:
         """Return the statement part reading the memories at ``positions`` (from
-        :meth:`top`). SQLite only."""
+        :meth:`top`)."""
+        if not self.sqlite:
+            return Source("0.0", MEMORY_ROWS, "m.position = ANY(?)", [list(positions)])
         condition = "m.position IN (SELECT value FROM json_each(?))"
         return Source("0.0", MEMORY_ROWS, condition, [orjson.dumps(list(positions)).decode()])
 
