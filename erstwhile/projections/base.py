@@ -158,7 +158,11 @@ class ProjectionRunner:
         :data:`ANALYZE_FLOOR` events), since without statistics PostgreSQL plans a grown
         table as if it were empty (a search then walks every memory); then let each
         projection do its own upkeep. SQLite needs no statistics; its ``analyze`` does
-        nothing."""
+        nothing. A shadow build does none of this: it leaves the live tables as they
+        are, and the rebuild analyzes what it swaps in (ANALYZE of the live tables at each
+        doubling of a build from 0 took an eighth of a PostgreSQL rebuild)."""
+        if self.shadow is not None:
+            return
         if head >= max(ANALYZE_FLOOR, 2 * self.analyzed_head):
             self.backend.analyze()
             self.analyzed_head = head
