@@ -340,7 +340,10 @@ class PostgresBackend(Backend):
         """VACUUM the tables a hard forget touched, so dead row versions holding the
         erased content are reclaimed (see docs/forgetting.md for what VACUUM cannot
         reach: free space not yet reused, WAL archives and backups)."""
-        tables = ("memories", "memory_entities", "memory_search", "erstwhile_keys")
+        tables = (
+            "memories", "memory_entities", "memory_search", "memory_search_live",
+            "erstwhile_keys",
+        )  # fmt: skip
         with self.datastore.get_connection() as connection:
             for table in tables:
                 connection.execute(

@@ -87,6 +87,36 @@ def test_story_7_hard_forget(store_url: str, open_ledger: OpenLedger, clock: Man
     assert ledger.get(keep.id).content == "The team uses Supabase"
 
 
+@pytest.mark.postgres
+def test_a_hard_forget_vacuums_every_table_that_held_the_text(
+    postgres_url: str, clock: ManualClock
+) -> None:
+    """PostgreSQL: the deleted and overwritten row versions are dead rows until a VACUUM
+    (pg_dump does not show them, the data files still do), so the forget vacuums every
+    table that held the memory's text, the live search table included."""
+    ledger = Ledger.open(postgres_url, namespace="acme", actor="tester", clock=clock)
+    parts = urlsplit(postgres_url)
+    schema = parse_qs(parts.query)["schema"][0]
+    held = ["memories", "memory_entities", "memory_search", "memory_search_live"]
+
+    def vacuumed() -> dict[str, bool]:
+        with psycopg.connect(parts._replace(query="").geturl(), autocommit=True) as db:
+            rows = db.execute(
+                "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables "
+                "WHERE schemaname = %s AND relname = ANY(%s)",
+                (schema, held),
+            ).fetchall()
+        return dict(rows)
+
+    try:
+        secret = remember_secret(ledger)
+        assert vacuumed() == dict.fromkeys(held, False)
+        ledger.forget(secret.id, hard=True, reason="GDPR request 18")
+        assert vacuumed() == dict.fromkeys(held, True)
+    finally:
+        ledger.close()
+
+
 def test_forget_lifecycle(ledger: Ledger, clock: ManualClock) -> None:
     memory = remember_secret(ledger)
     ledger.forget(memory.id)
