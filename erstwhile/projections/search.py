@@ -49,10 +49,12 @@ UPKEEP = "memory_search_upkeep"
 MERGE_LIVE_PENDING = (
     "SELECT gin_clean_pending_list(i.indexrelid) FROM pg_index i "
     "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
-    f"WHERE i.indrelid = '{LIVE}'::regclass AND a.amname = 'gin'"
+    f"WHERE i.indrelid = '{LIVE}'::regclass AND a.amname = 'gin' "
+    "AND pg_has_role(c.relowner, 'USAGE')"
 )
 """PostgreSQL: merge the live table's GIN pending list (found through the table, whose
-name a rebuild's shadow changes)."""
+name a rebuild's shadow changes). Only the index's owner may; a role that writes to
+tables another role owns leaves the list to the owner's vacuums instead of failing."""
 MEMORY_ROWS = "memories m JOIN memory_versions v ON v.memory_id = m.id"
 INSERT_KEY = f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)"
 INSERT_FULL = f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)"
