@@ -131,9 +131,8 @@ class Backend(ABC):
         """Refresh the planner's statistics after a table grew a lot."""
 
     def vacuum(self, table: str) -> int:
-        """Reclaim a table's dead rows (and refresh its statistics) outside any
-        transaction; return about how many rows it holds. Only PostgreSQL leaves dead
-        rows behind; SQLite does nothing here."""
+        """Reclaim a table's dead rows outside any transaction; return about how many
+        rows it holds. Only PostgreSQL leaves dead rows behind; SQLite does nothing here."""
         return 0
 
     def notify(self, sql: Sql) -> None:  # noqa: B027 - optional hook; SQLite has no NOTIFY

@@ -228,7 +228,8 @@ class SearchProjection(Projection):
         super().__init__(dialect)
         self.sqlite = dialect == "sqlite"
         # SQLite: version 2 brought the live index and position rowids, version 3 the
-        # live index's upkeep. PostgreSQL: version 2 brought the live table.
+        # live index's upkeep. PostgreSQL: version 3 brought the live table and each
+        # row's position.
         self.version = 3
         self.tables = (FULL, LIVE, KEYS, UPKEEP) if self.sqlite else (FULL, LIVE)
         self.removals = 0
@@ -300,6 +301,8 @@ class SearchProjection(Projection):
         buffered.flush()
 
     def _write_live(self, live: LiveWrites, sql: BufferedSql) -> None:
+        """Make the live index's writes gathered so far (on PostgreSQL after the full
+        table's, which the live table copies), counting PostgreSQL's removals."""
         if not self.sqlite:
             sql.flush()  # the full table's rows first: the live table copies them
         removed = live.write(sql)
