@@ -1,14 +1,15 @@
 """Full-text search: ``search(question)`` over a data set of short sentences, against a
 raw FTS5 ``MATCH`` (SQLite) or ``tsvector`` query (PostgreSQL) on a plain table holding
-the same documents; and the same questions filtered by a subject, against themselves
-unfiltered."""
+the same documents; and the same questions filtered by a subject, or asked ``as_of`` an
+instant inside an older version's window, against themselves asked plainly."""
 
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
 from benchmarks.baselines import RawStore, documents
-from benchmarks.datasets import questions, subject_count, subject_name
+from benchmarks.datasets import VERSIONS, questions, subject_count, subject_name, valid_from
 from benchmarks.harness import Result, interleaved, latency_pair
 from benchmarks.suite import Context, label
 from erstwhile.projections.search import query_terms
@@ -51,9 +52,17 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
         [lambda p: ledger.search(p[0], subject=p[1]), lambda p: ledger.search(p[0])],
         about, about[:3],
     )  # fmt: skip
+    # A month into the window of each version but the last: the full index, not the live.
+    back = [(q, valid_from(rng.randrange(VERSIONS - 1)) + timedelta(days=30)) for q in asked]
+    past, present = interleaved(
+        [lambda p: ledger.search(p[0], as_of=p[1]), lambda p: ledger.search(p[0])],
+        back, back[:3],
+    )  # fmt: skip
     return [
         *latency_pair(f"search @{label(memories)}", context.backend, ours, theirs,
                       RAW_SEARCH[context.backend], "search"),
         *latency_pair(f"search @{label(memories)} filtered by subject", context.backend,
                       filtered, plain, "the same questions, unfiltered", "search"),
+        *latency_pair(f"search @{label(memories)} as_of an older version", context.backend,
+                      past, present, "the same questions, now", "search"),
     ]  # fmt: skip
