@@ -46,15 +46,16 @@ STOP_WORDS = frozenset(
 WORD = re.compile(r"\w+", re.UNICODE)
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 UPKEEP = "memory_search_upkeep"
-MERGE_LIVE_PENDING = (
+MERGE_PENDING = (
     "SELECT gin_clean_pending_list(i.indexrelid) FROM pg_index i "
     "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
-    f"WHERE i.indrelid = '{LIVE}'::regclass AND a.amname = 'gin' "
+    f"WHERE i.indrelid IN ('{FULL}'::regclass, '{LIVE}'::regclass) AND a.amname = 'gin' "
     "AND pg_has_role(c.relowner, 'USAGE')"
 )
-"""PostgreSQL: merge the live table's GIN pending list (found through the table, whose
-name a rebuild's shadow changes). Only the index's owner may; a role that writes to
-tables another role owns leaves the list to the owner's vacuums instead of failing."""
+"""PostgreSQL: merge the search tables' GIN pending lists (the indexes are found through
+their tables, whose names a rebuild's shadow changes). Only an index's owner may; a role
+that writes to tables another role owns leaves the lists to the owner's vacuums instead
+of failing."""
 MEMORY_ROWS = "memories m JOIN memory_versions v ON v.memory_id = m.id"
 INSERT_KEY = f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)"
 INSERT_FULL = f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)"
@@ -178,15 +179,7 @@ class LiveWrites:
     def _write_postgres(self, sql: Sql) -> int:
         """PostgreSQL's live table is keyed by memory id; the order does not matter. Its
         rows are copied from the full table's (each ``tsvector`` is computed once), so
-        the full table's writes must have been made first.
-
-        A GIN index gathers new rows in a pending list, which every search scans whole
-        until it is merged (2,000 pending rows made the median search at 50k memories
-        11 ms instead of 7), so the live index's list is merged in the same transaction
-        as the rows went in: a search never scans one, and a batch's rows enter the
-        index in one merge (28 to 32 µs a row, against 77 to 82 without a pending
-        list). The full index keeps its list until the ledger's ANALYZE on growth, or
-        autovacuum, merges it."""
+        the full table's writes must have been made first."""
         removals = len(self.removed)
         if self.removed:
             sql.executemany(
@@ -198,7 +191,6 @@ class LiveWrites:
                 f"SELECT memory_id, position, body FROM {FULL} WHERE memory_id = ANY(?)",
                 (sorted(self.added),),
             )
-            sql.execute(MERGE_LIVE_PENDING)
         self.added, self.removed, self.dropped = {}, set(), set()
         return removals
 
@@ -282,10 +274,12 @@ class SearchProjection(Projection):
         the clock alone. The live index's writes are gathered as :class:`LiveWrites`."""
         buffered = BufferedSql(sql)
         live = LiveWrites(self.sqlite)
+        indexed = False
         for record, event in batch:
             memory_id = record.memory_key
             if isinstance(event, Asserted):
                 if not event.erased:
+                    indexed = True
                     text = document(event)
                     self._index(buffered, record.position, memory_id, text)
                     if end_to_micros(event.valid_until) > record.recorded_micros:
@@ -298,7 +292,19 @@ class SearchProjection(Projection):
             ):
                 live.remove(memory_id)
         self._write_live(live, buffered)
+        if indexed and not self.sqlite:
+            self._merge_pending(buffered)
         buffered.flush()
+
+    def _merge_pending(self, sql: Sql) -> None:
+        """PostgreSQL: merge the GIN pending lists the batch's rows went into, in its own
+        transaction. A GIN index gathers new rows in a pending list, which every search
+        of the index scans whole until it is merged (2,000 pending rows made the median
+        search at 50k memories 11 ms instead of 7), and only VACUUM or autovacuum's own
+        ANALYZE merge it otherwise (not a manual ANALYZE): with autovacuum off or behind,
+        the full index's list grew to its 4 MB limit. Merged at once, a batch's rows
+        enter an index for 28 to 32 µs a row, against 77 to 82 without a pending list."""
+        sql.execute(MERGE_PENDING)
 
     def _write_live(self, live: LiveWrites, sql: BufferedSql) -> None:
         """Make the live index's writes gathered so far (on PostgreSQL after the full
