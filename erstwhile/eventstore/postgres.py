@@ -344,13 +344,8 @@ class PostgresBackend(Backend):
             "memories", "memory_entities", "memory_search", "memory_search_live",
             "erstwhile_keys",
         )  # fmt: skip
-        with self.datastore.get_connection() as connection:
-            for table in tables:
-                connection.execute(
-                    SQL("VACUUM {0}.{1}").format(
-                        Identifier(self.datastore.schema), Identifier(table)
-                    )
-                )
+        for table in tables:
+            self.vacuum(table)
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(own(sql), events)
@@ -401,7 +396,9 @@ class PostgresBackend(Backend):
         with self.datastore.get_connection() as connection:
             if not _exists(connection, table):
                 return 0
-            connection.execute(SQL("VACUUM {0}").format(Identifier(table)))
+            connection.execute(
+                SQL("VACUUM {0}.{1}").format(Identifier(self.datastore.schema), Identifier(table))
+            )
             row = connection.execute(
                 "SELECT greatest(reltuples, 0)::bigint AS size FROM pg_class "
                 "WHERE oid = to_regclass(%s)",

@@ -173,10 +173,8 @@ class TierSearch:
         )[::-1][:need]
         if not best:
             return []
-        chosen = [keys[key] for key, _ in best]
-        source = Source("0.0", MEMORY_ROWS, f"m.position IN ({', '.join('?' * len(chosen))})",
-                        chosen)  # fmt: skip
-        rows = {row["position"]: row for row in self.select(source, need)}
+        chosen = self.index.winners([keys[key] for key, _ in best])
+        rows = {row["position"]: row for row in self.select(chosen, need)}
         return [
             RawHit(rows[keys[key]], mask.bit_count() + _unit(score), self.tier.name)
             for key, (mask, score) in best
