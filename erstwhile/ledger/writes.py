@@ -230,7 +230,7 @@ class WriteCommands(LedgerCore):
             return plan
         newer = plan.claim_view(now)
         winners = [
-            c.id for c in candidates(sql, self.namespace, newer, LATEST)
+            c.id for c in candidates(sql, self.namespace, newer, LATEST, self.log.backend.dialect)
             if clears_bar(c, newer) and c.id not in plan.supersedes
         ]  # fmt: skip
         return replace(plan, supersedes=(*plan.supersedes, *winners))

@@ -64,13 +64,31 @@ AS_KNOWN_BETWEEN = (
 )
 
 
-def candidates(sql: Sql, namespace: str, newer: ClaimView, known: int) -> list[ClaimView]:
+KNOWN_BY_PAIRS = (
+    "SELECT v.* FROM unnest(?::text[], ?::text[]) AS k(subject_key, attribute_key) "
+    "CROSS JOIN LATERAL ("
+    + KNOWN_SELECT
+    + AS_KNOWN_BETWEEN
+    + "AND v.subject_key = k.subject_key AND v.attribute_key = k.attribute_key OFFSET 0) AS v"
+)
+"""PostgreSQL: the versions of a batch's (subject, attribute) pairs, the pairs as two
+arrays, so the statement is the same for every batch and stays prepared. ``OFFSET 0``
+keeps the planner from flattening the subquery into a hash join, which it prefers with
+a few hundred pairs and which scans every version (4 ms at 10k memories, growing with
+the store, against 0.6 ms for 500 index probes)."""
+
+
+def candidates(
+    sql: Sql, namespace: str, newer: ClaimView, known: int, dialect: str
+) -> list[ClaimView]:
     """Return current memories of the same kind that share the claim's key or an entity,
     as known at ``known``; never the claim itself."""
-    return candidates_many(sql, namespace, [(newer, known)])[0]
+    return candidates_many(sql, namespace, [(newer, known)], dialect)[0]
 
 
-def candidates_many(sql: Sql, namespace: str, wanted: Sequence[Wanted]) -> list[list[ClaimView]]:
+def candidates_many(
+    sql: Sql, namespace: str, wanted: Sequence[Wanted], dialect: str
+) -> list[list[ClaimView]]:
     """:func:`candidates` for many claims at once (a batch being folded), with a few
     queries for the whole batch instead of a few per claim.
 
@@ -83,9 +101,9 @@ def candidates_many(sql: Sql, namespace: str, wanted: Sequence[Wanted]) -> list[
     span = [namespace, max(k for _, k in revisable), min(k for _, k in revisable)]
     members = _entity_members(sql, namespace, [c for c, _ in revisable if c.entities])
     named = sorted({memory_id for names in members.values() for memory_id, _ in names})
-    versions = VersionIndex(
-        _by_key(sql, span, [c for c, _ in revisable if c.keyed]) + _by_id(sql, span, named)
-    )
+    keyed = [c for c, _ in revisable if c.keyed and c.subject_key and c.attribute_key]
+    by_key = _by_key_pairs if dialect == "postgresql" else _by_key
+    versions = VersionIndex(by_key(sql, span, keyed) + _by_id(sql, span, named))
     matched = [versions.matches(claim, known, members) for claim, known in wanted]
     claims = _current_claims(sql, sorted({m for ids in matched for m in ids}))
     return [sorted((claims[m] for m in ids), key=lambda c: c.position) for ids in matched]
@@ -161,6 +179,17 @@ def _by_key(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
             )
             rows += sql.fetchall()
     return rows
+
+
+def _by_key_pairs(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
+    """:func:`_by_key` on PostgreSQL: every (subject, attribute) of the batch in one
+    prepared statement, each pair probing the versions' index (see ``KNOWN_BY_PAIRS``)."""
+    pairs = sorted({(str(c.subject_key), str(c.attribute_key)) for c in keyed})
+    if not pairs:
+        return []
+    subjects, attributes = zip(*pairs, strict=True)
+    sql.execute(KNOWN_BY_PAIRS, [list(subjects), list(attributes), *span])
+    return sql.fetchall()
 
 
 def _by_id(sql: Sql, span: list[Any], ids: list[str]) -> list[Any]:

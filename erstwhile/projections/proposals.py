@@ -76,7 +76,7 @@ class ProposalsProjection(Projection):
                 (claim_from_event(record, event), record.recorded_micros)
                 for record, event in asserted
             ]
-            olders = candidates_many(sql, namespace, wanted)
+            olders = candidates_many(sql, namespace, wanted, self.dialect)
             for (newer, _), candidates in zip(wanted, olders, strict=True):
                 found[newer.position] = [
                     (str(proposal_id(older.id, newer.id)), str(older.id), newer.confidence)
