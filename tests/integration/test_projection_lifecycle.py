@@ -141,7 +141,7 @@ FOLLOWER = """
 import sys
 from erstwhile import Ledger
 with Ledger.open(sys.argv[1], namespace="acme", actor="follower") as ledger:
-    ledger.runner.batch = 100
+    ledger.runner.batch = int(sys.argv[2])
     ledger.runner.catch_up()
 """
 
@@ -156,14 +156,21 @@ def test_sigkill_during_catch_up_leaves_projections_a_rebuild_would_give(
     head, kills = writer.head(), 0
     rng = random.Random(7)
     while kills < 4:
-        process = subprocess.Popen([sys.executable, "-c", FOLLOWER, store_url])
-        time.sleep(rng.uniform(0.3, 0.9))
+        # Small batches, and the kill lands at a random instant once the follower has
+        # committed something: mid catch-up however fast the machine is.
+        reached = min(s.position for s in writer.projection_status())
+        process = subprocess.Popen([sys.executable, "-c", FOLLOWER, store_url, "10"])
+        while process.poll() is None and min(
+            s.position for s in writer.projection_status()
+        ) == reached:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.05))
         if process.poll() is not None:
             break
         os.kill(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
         kills += 1
-    subprocess.run([sys.executable, "-c", FOLLOWER, store_url], check=True, timeout=300)
+    subprocess.run([sys.executable, "-c", FOLLOWER, store_url, "100"], check=True, timeout=300)
     assert {s.position for s in writer.projection_status()} == {head}
     followed = dump(writer)
     writer.rebuild()
