@@ -42,6 +42,9 @@ class Existing:
     window: Window
     claim: Claim
     version: int
+    position: int
+    """Where it was asserted in the log: memories superseded together are listed in
+    this order."""
 
     def side(self) -> Side:
         """This memory as the supersession rules see it."""

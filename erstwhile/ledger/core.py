@@ -35,6 +35,7 @@ from erstwhile.eventstore import (
     translated_errors,
 )
 from erstwhile.projections import (
+    MemoriesProjection,
     MemoryReader,
     ProjectionRunner,
     SearchProjection,
@@ -113,7 +114,9 @@ class LedgerCore:
         self._clock = clock
         self.sync_projections = sync_projections
         self._folded = False
-        self.runner = ProjectionRunner(log, core_projections(log.backend.dialect))
+        projections = core_projections(log.backend.dialect)
+        self.runner = ProjectionRunner(log, projections)
+        self.memories_projection = next(p for p in projections if isinstance(p, MemoriesProjection))
         self.reader = MemoryReader(namespace)
         self.search_index = SearchProjection(log.backend.dialect)
 

@@ -35,7 +35,7 @@ from erstwhile.eventstore import (
 from erstwhile.ledger.core import LedgerCore, optional_text
 from erstwhile.projections.base import Folded
 from erstwhile.projections.candidates import candidates
-from erstwhile.projections.reader import LATEST, NewLinks, memories_from_append, new_links
+from erstwhile.projections.reader import LATEST, NewLinks, links_from_fold, memories_from_append
 
 DEFAULT_GRACE = timedelta(days=30)
 """How long a soft forget stays recoverable before ``purge`` makes it hard."""
@@ -119,7 +119,8 @@ class WriteCommands(LedgerCore):
             written[:] = appended
             self._fold_in_append(sql, previous_head, appended)
             if self._folded:
-                links.update(new_links(sql, ids, any(plan.supersedes for plan in plans)))
+                positions = {older_id: older.position for older_id, older in olders.items()}
+                links.update(links_from_fold(appended, self.memories_projection.clocks, positions))
 
         result = self.log.append(
             lambda start: plan_writes(plans, ids, olders, start),

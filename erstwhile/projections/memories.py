@@ -116,6 +116,13 @@ class MemoriesProjection(Projection):
         for table in ("memories", "memory_entities", "actor_writes"):
             sql.execute(f"DROP TABLE IF EXISTS {table}")
 
+    def __init__(self, dialect: str) -> None:
+        super().__init__(dialect)
+        self.clocks: dict[str, dict[str, int]] = {}
+        """The vector clocks the latest fold gave the memories it asserted, by id: an
+        append that folds itself returns its memories with them instead of reading them
+        back (its transaction holds the write lock, so no other fold runs in between)."""
+
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
         self.apply_many(sql, [(record, event)])
 
@@ -129,6 +136,7 @@ class MemoriesProjection(Projection):
         """
         added, changed = BufferedSql(sql), BufferedSql(sql)
         counts: dict[tuple[str, str], int] = {}
+        self.clocks = {}
         for record, event in batch:
             if isinstance(event, Asserted):
                 self._assert(added, record, event, counts)
@@ -145,6 +153,7 @@ class MemoriesProjection(Projection):
         counts: dict[tuple[str, str], int],
     ) -> None:
         memory_id = record.memory_key
+        clock = self.clocks[memory_id] = self._vector_clock(sql, record, event, counts)
         sql.execute(
             INSERT_MEMORY,
             (
@@ -157,7 +166,7 @@ class MemoriesProjection(Projection):
                 optional_micros(event.extracted_at), record.actor,
                 json_text(event.metadata), CURRENT,
                 record.recorded_micros, record.position, record.version, None, None,
-                json_text(self._vector_clock(sql, record, event, counts)),
+                json_text(clock),
                 record.recorded_micros if event.erased else None,
             ),
         )  # fmt: skip

@@ -15,12 +15,13 @@ from uuid import UUID
 import orjson
 
 from erstwhile.domain.errors import NotFound
-from erstwhile.domain.events import Asserted, LedgerEvent
+from erstwhile.domain.events import Asserted, LedgerEvent, Superseded
 from erstwhile.domain.memory import Kind, Memory, State, claim_of, normalise_label
 from erstwhile.domain.time import OPEN_END, Window, end_from_micros, from_micros, to_micros
 from erstwhile.domain.views import Rectangle
 from erstwhile.domain.writes import Existing
 from erstwhile.eventstore import RecordedEvent, Sql
+from erstwhile.projections.base import Folded
 from erstwhile.projections.memories import MEMORY_COLUMNS
 
 LATEST = OPEN_END - 1
@@ -124,28 +125,25 @@ class NewLinks:
     supersedes: list[UUID]
 
 
-def new_links(
-    sql: Sql, ids: Sequence[UUID], superseding: bool, chunk: int = 500
+def links_from_fold(
+    appended: Folded, clocks: Mapping[str, dict[str, int]], positions: Mapping[UUID, int]
 ) -> dict[UUID, NewLinks]:
-    """Return the links of just-folded memories, in one query per ``chunk`` ids (two if
-    any of them is ``superseding`` others)."""
-    found: dict[UUID, NewLinks] = {}
-    for start in range(0, len(ids), chunk):
-        keys = [str(memory_id) for memory_id in ids[start : start + chunk]]
-        marks = ", ".join("?" * len(keys))
-        sql.execute(f"SELECT id, vector_clock FROM memories WHERE id IN ({marks})", keys)
-        for row in sql.fetchall():
-            found[UUID(row["id"])] = NewLinks(_json(row["vector_clock"]) or {}, [])
-        if not superseding:
-            continue
-        sql.execute(
-            f"SELECT id, superseded_by FROM memories WHERE superseded_by IN ({marks}) "
-            "ORDER BY position",
-            keys,
+    """Return the links of the memories an append asserted, without reading them back:
+    each one's vector clock as its fold gave it (``clocks``, by id), and the memories it
+    supersedes, which only this append's ``Superseded`` events can name (nothing older
+    knew its id), listed in the order of their ``positions`` as reads list them."""
+    superseded: dict[UUID, list[UUID]] = {}
+    for record, event in appended:
+        if isinstance(event, Superseded):
+            superseded.setdefault(event.newer_id, []).append(record.memory_id)
+    return {
+        record.memory_id: NewLinks(
+            clocks[record.memory_key],
+            sorted(superseded.get(record.memory_id, []), key=positions.__getitem__),
         )
-        for row in sql.fetchall():
-            found[UUID(row["superseded_by"])].supersedes.append(UUID(row["id"]))
-    return found
+        for record, event in appended
+        if isinstance(event, Asserted)
+    }
 
 
 def memories_from_append(
@@ -209,6 +207,7 @@ class MemoryReader:
                 row["subject"], row["attribute"], _json(row["value"]), row["content"] or ""
             ),
             version=row["version"],
+            position=row["position"],
         )
         return MemoryState(existing=existing, memory=memory, erased=row["erased_at"] is not None)
 

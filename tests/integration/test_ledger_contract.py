@@ -127,8 +127,10 @@ def test_a_memory_may_consolidate_several(ledger: Ledger) -> None:
     second = ledger.remember("deadline Monday", subject="launch", attribute="deadline",
                              value="Mon", valid_from=MAR)  # fmt: skip
     merged = ledger.remember("deadline is Tuesday", subject="launch", attribute="deadline",
-                             value="Tue", valid_from=JUL, supersedes=[first.id, second.id])  # fmt: skip
+                             value="Tue", valid_from=JUL, supersedes=[second.id, first.id])  # fmt: skip
+    # listed in log order, whatever order they were named in, as a later read lists them
     assert merged.supersedes == [first.id, second.id]
+    assert merged == ledger.get(merged.id)
     assert ledger.get(first.id).superseded_by == merged.id == ledger.get(second.id).superseded_by
     assert [m.id for m in ledger.history(merged.id).supersedes] == [first.id, second.id]
     assert {m.id for m in ledger.chain(first.id)} == {first.id, second.id, merged.id}

@@ -21,7 +21,7 @@ JUL = datetime(2026, 7, 1, tzinfo=UTC)
 
 def existing(version: int = 1) -> Existing:
     return Existing(
-        uuid4(), Kind.FACT, State.CURRENT, Window(MAR), claim_of("t", "a", 1, "one"), version
+        uuid4(), Kind.FACT, State.CURRENT, Window(MAR), claim_of("t", "a", 1, "one"), version, 1
     )
 
 
