@@ -47,13 +47,15 @@ class Backend(ABC):
     events_table = "erstwhile_events"
 
     @abstractmethod
-    def write(self, durable: bool = True) -> AbstractContextManager[Sql]:
+    def write(self, durable: bool = True, bulk: bool = False) -> AbstractContextManager[Sql]:
         """Open a transaction serialised with every other writer; commit on success.
 
         ``durable=False`` lets the commit return before it reaches the disk: for
         transactions that only fold the log into projections, which a crash can only
         set back to an earlier consistent position (rows and tracking go together), to
-        be folded again from the log. Appends are always durable.
+        be folded again from the log. Appends are always durable. ``bulk`` marks one of
+        a long run of such transactions that a durable one will follow (a rebuild's
+        shadow build, then its swap), which may leave more to the disk in between.
         """
 
     @abstractmethod

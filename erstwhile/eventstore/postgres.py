@@ -290,7 +290,7 @@ class PostgresBackend(Backend):
         return row is not None and all(value is not None for value in row.values())
 
     @contextmanager
-    def write(self, durable: bool = True) -> Iterator[Sql]:
+    def write(self, durable: bool = True, bulk: bool = False) -> Iterator[Sql]:
         with self._transaction(self._begin_write if durable else self._begin_fold) as sql:
             yield sql
 

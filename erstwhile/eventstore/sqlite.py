@@ -38,6 +38,15 @@ APPEND_ONLY_TRIGGERS = [
 ]
 
 
+CHECKPOINT_PAGES = 1_000
+"""SQLite's default: a commit that leaves the WAL longer than this checkpoints it."""
+
+BULK_CHECKPOINT_PAGES = 10_000
+"""The same during a rebuild's shadow build: a tenth of the checkpoints, each syncing
+the WAL and the file (rebuilds of 18,000 events: 18,700 against 17,300 events/s, medians
+of three interleaved rounds of five), for a WAL of up to 40 MB until the swap's durable
+commit checkpoints it (the file keeps that size, reused from its start)."""
+
 STATEMENT_CACHE = 512
 """Prepared statements each connection keeps. (eventsourcing's pool asks for
 ``cached_statements=True``, a cache of one: every statement of an append and its fold
@@ -205,12 +214,18 @@ class SQLiteBackend(Backend):
             )
 
     @contextmanager
-    def write(self, durable: bool = True) -> Iterator[Sql]:
+    def write(self, durable: bool = True, bulk: bool = False) -> Iterator[Sql]:
+        """A ``BEGIN IMMEDIATE`` transaction. Not ``durable``: WAL with
+        ``synchronous=NORMAL``, atomic and consistent but not yet synced. ``bulk`` (and
+        not durable): the commit checkpoints the WAL only past
+        :data:`BULK_CHECKPOINT_PAGES`, since each checkpoint syncs the WAL and the file;
+        the durable commit that follows a bulk run checkpoints the rest."""
         with self.datastore.get_connection(commit=True) as connection:
             raw = connection._sqlite_conn
             if not durable:
-                # WAL with synchronous=NORMAL: atomic and consistent, not yet synced.
                 raw.execute("PRAGMA synchronous=NORMAL")
+                if bulk:
+                    raw.execute(f"PRAGMA wal_autocheckpoint={BULK_CHECKPOINT_PAGES}")
             try:
                 raw.execute("BEGIN IMMEDIATE")
                 try:
@@ -222,6 +237,8 @@ class SQLiteBackend(Backend):
             finally:
                 if not durable:
                     raw.execute("PRAGMA synchronous=FULL")
+                    if bulk:
+                        raw.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}")
 
     @contextmanager
     def read(self) -> Iterator[Sql]:

@@ -142,8 +142,10 @@ class ProjectionRunner:
         target = head if until is None else min(until, head)
         while lowest < target:
             # Not durable: a crash can only set the projections back to a position they
-            # fully applied, and the log (which is durable) folds again from there.
-            with translated_errors(), self.backend.write(durable=False) as sql:
+            # fully applied, and the log (which is durable) folds again from there. A
+            # shadow build is followed by the rebuild's durable swap.
+            bulk = self.shadow is not None
+            with translated_errors(), self.backend.write(durable=False, bulk=bulk) as sql:
                 lowest = self.apply_batch(sql)
             self.after_commit(lowest)
             if progress is not None:

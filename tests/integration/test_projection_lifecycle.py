@@ -53,6 +53,21 @@ def seed(ledger: Ledger, count: int) -> None:
     )  # fmt: skip
 
 
+def test_a_rebuild_leaves_sqlite_connections_as_durable_as_before(
+    tmp_path: Any,
+) -> None:
+    with Ledger.open(tmp_path / "ledger.db", namespace="acme") as ledger:
+        seed(ledger, 1_500)
+        ledger.rebuild()
+        backend = ledger.log.backend
+        for _ in range(3):  # every connection the pool hands out
+            with backend.write() as sql:
+                sql.execute("PRAGMA synchronous")
+                assert sql.fetchone()[0] == 2  # FULL
+                sql.execute("PRAGMA wal_autocheckpoint")
+                assert sql.fetchone()[0] == 1_000
+
+
 def test_rebuild_runs_beside_readers_and_writers(open_ledger: OpenLedger) -> None:
     ledger = open_ledger(namespace="acme", clock=None)
     old = ledger.remember("The team uses Supabase", subject="team", attribute="database",
@@ -160,9 +175,10 @@ def test_sigkill_during_catch_up_leaves_projections_a_rebuild_would_give(
         # committed something: mid catch-up however fast the machine is.
         reached = min(s.position for s in writer.projection_status())
         process = subprocess.Popen([sys.executable, "-c", FOLLOWER, store_url, "10"])
-        while process.poll() is None and min(
-            s.position for s in writer.projection_status()
-        ) == reached:
+        while (
+            process.poll() is None
+            and min(s.position for s in writer.projection_status()) == reached
+        ):
             time.sleep(0.002)
         time.sleep(rng.uniform(0, 0.05))
         if process.poll() is not None:
