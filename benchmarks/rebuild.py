@@ -3,7 +3,7 @@ against reading the whole log raw (``SELECT`` of every row of ``erstwhile_events
 
 from __future__ import annotations
 
-from benchmarks.harness import Result, elapsed, rate
+from benchmarks.harness import Result, elapsed, quiet_gc, rate
 from benchmarks.suite import Context, label
 from erstwhile.eventstore import Backend
 
@@ -22,8 +22,12 @@ def rebuild_rate(context: Context) -> list[Result]:
         nonlocal counted
         counted = context.scratch.read_log(dataset.store, Backend.events_table)
 
-    theirs = elapsed(read)
-    ours = elapsed(dataset.ledger.rebuild)
+    # Out of the collector's way, as every other timed region: a collection walks the
+    # whole process, which holds the suite's other data sets (with the collector on, a
+    # medium run's rebuild ran at 15,200 events/s, and 18,500 run on its own).
+    with quiet_gc():
+        theirs = elapsed(read)
+        ours = elapsed(dataset.ledger.rebuild)
     if counted != events:
         raise RuntimeError(f"read {counted} events raw, but the log's head is {events}")
     name = f"rebuild, {events:,} events (@{label(memories)})"
