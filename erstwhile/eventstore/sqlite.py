@@ -47,6 +47,11 @@ the WAL and the file (rebuilds of 18,000 events: 18,700 against 17,300 events/s,
 of three interleaved rounds of five), for a WAL of up to 40 MB until the swap's durable
 commit checkpoints it (the file keeps that size, reused from its start)."""
 
+WAL_SIZE_LIMIT = 16 * 1024 * 1024
+"""Bytes a WAL file keeps once checkpointed and restarted. SQLite reuses a WAL from its
+start without shrinking it, so one large transaction or a rebuild (up to 40 MB) would
+otherwise leave the file that large for as long as the ledger stays open."""
+
 STATEMENT_CACHE = 512
 """Prepared statements each connection keeps. (eventsourcing's pool asks for
 ``cached_statements=True``, a cache of one: every statement of an append and its fold
@@ -102,6 +107,7 @@ class DurableConnectionPool(SQLiteConnectionPool):
         connection = SQLiteConnection(sqlite_conn=raw, max_age=self.max_age)
         raw.execute("PRAGMA synchronous=FULL")
         raw.execute("PRAGMA secure_delete=ON")
+        raw.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
         return connection
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from erstwhile import Ledger
+from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
 from erstwhile.projections import MemoriesProjection
 from tests.conftest import ManualClock, OpenLedger
 
@@ -66,6 +67,16 @@ def test_a_rebuild_leaves_sqlite_connections_as_durable_as_before(
                 assert sql.fetchone()[0] == 2  # FULL
                 sql.execute("PRAGMA wal_autocheckpoint")
                 assert sql.fetchone()[0] == 1_000
+
+
+def test_a_large_write_leaves_the_wal_file_no_larger_than_its_limit(tmp_path: Any) -> None:
+    wal = tmp_path / "ledger.db-wal"
+    with Ledger.open(tmp_path / "ledger.db", namespace="acme") as ledger:
+        words = " ".join(f"word{n}" for n in range(6_000))  # about 60 KB a memory
+        ledger.remember_many({"content": f"{n} {words}"} for n in range(400))
+        assert wal.stat().st_size > WAL_SIZE_LIMIT  # one transaction: the WAL grew past it
+        ledger.remember("the next write restarts the checkpointed WAL")
+        assert wal.stat().st_size <= WAL_SIZE_LIMIT
 
 
 def test_rebuild_runs_beside_readers_and_writers(open_ledger: OpenLedger) -> None:
