@@ -56,6 +56,11 @@ MERGE_PENDING = (
 their tables, whose names a rebuild's shadow changes). Only an index's owner may; a role
 that writes to tables another role owns leaves the lists to the owner's vacuums instead
 of failing."""
+MERGE_PENDING_ROWS = 64
+"""PostgreSQL: how many rows a process adds to the GIN pending lists before its write
+merges them. Merging costs about 0.12 ms of server time however few rows wait (for one
+``remember``, 45% of the server's work), and a search scans what waits (about 2 µs a
+row): a batch of 64 or more merges at once, a single ``remember`` once in 64."""
 MEMORY_ROWS = "memories m JOIN memory_versions v ON v.memory_id = m.id"
 INSERT_KEY = f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)"
 INSERT_FULL = f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)"
@@ -228,6 +233,9 @@ class SearchProjection(Projection):
         """PostgreSQL: rows this process took out of the live table since it last
         vacuumed it (SQLite counts its removals in the database, see :func:`upkeep`)."""
         self.vacuum_budget = UPKEEP_FLOOR
+        self.pending = 0
+        """PostgreSQL: rows this process added to the GIN pending lists since it last
+        merged them (see :meth:`_merge_pending`)."""
 
     def create(self, sql: Sql) -> None:
         if not self.sqlite:
@@ -274,12 +282,12 @@ class SearchProjection(Projection):
         the clock alone. The live index's writes are gathered as :class:`LiveWrites`."""
         buffered = BufferedSql(sql)
         live = LiveWrites(self.sqlite)
-        indexed = False
+        indexed = 0
         for record, event in batch:
             memory_id = record.memory_key
             if isinstance(event, Asserted):
                 if not event.erased:
-                    indexed = True
+                    indexed += 1
                     text = document(event)
                     self._index(buffered, record.position, memory_id, text)
                     if end_to_micros(event.valid_until) > record.recorded_micros:
@@ -293,18 +301,23 @@ class SearchProjection(Projection):
                 live.remove(memory_id)
         self._write_live(live, buffered)
         if indexed and not self.sqlite:
-            self._merge_pending(buffered)
+            self._merge_pending(buffered, indexed)
         buffered.flush()
 
-    def _merge_pending(self, sql: Sql) -> None:
-        """PostgreSQL: merge the GIN pending lists the batch's rows went into, in its own
-        transaction. A GIN index gathers new rows in a pending list, which every search
-        of the index scans whole until it is merged (2,000 pending rows made the median
-        search at 50k memories 11 ms instead of 7), and only VACUUM or autovacuum's own
-        ANALYZE merge it otherwise (not a manual ANALYZE): with autovacuum off or behind,
-        the full index's list grew to its 4 MB limit. Merged at once, a batch's rows
-        enter an index for 28 to 32 µs a row, against 77 to 82 without a pending list."""
-        sql.execute(MERGE_PENDING)
+    def _merge_pending(self, sql: Sql, indexed: int) -> None:
+        """PostgreSQL: merge the GIN pending lists, in the transaction of the write that
+        brings the rows this process added to them since its last merge to
+        :data:`MERGE_PENDING_ROWS`. A GIN index gathers new rows in a pending list, which
+        every search of the index scans whole until it is merged (2,000 pending rows made
+        the median search at 50k memories 11 ms instead of 7), and only VACUUM or
+        autovacuum's own ANALYZE merge it otherwise (not a manual ANALYZE): with
+        autovacuum off or behind, the full index's list grew to its 4 MB limit. Merged at
+        once, a batch's rows enter an index for 28 to 32 µs a row, against 77 to 82
+        without a pending list."""
+        self.pending += indexed
+        if self.pending >= MERGE_PENDING_ROWS:
+            sql.execute(MERGE_PENDING)
+            self.pending = 0
 
     def _write_live(self, live: LiveWrites, sql: BufferedSql) -> None:
         """Make the live index's writes gathered so far (on PostgreSQL after the full
