@@ -45,7 +45,7 @@ BULK_CHECKPOINT_PAGES = 10_000
 """The same during a rebuild's shadow build: a tenth of the checkpoints, each syncing
 the WAL and the file (rebuilds of 18,000 events: 18,700 against 17,300 events/s, medians
 of three interleaved rounds of five), for a WAL of up to 40 MB until the swap's durable
-commit checkpoints it (the file keeps that size, reused from its start)."""
+commit checkpoints it (and the next write cuts the file back to :data:`WAL_SIZE_LIMIT`)."""
 
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
 """Bytes a WAL file keeps once checkpointed and restarted. SQLite reuses a WAL from its
