@@ -26,13 +26,16 @@ index which sets occur at all (a question of up to six terms never needs to)."""
 SLACK = 16
 """How many more of a level's best matches than it needs a search reads first, for rows
 the tier's filters drop; if they drop more, the level is ranked with the filters applied."""
-FULL_INDEX_SLACK = 64
+FULL_INDEX_SLACK = 128
 """:data:`SLACK` for a tier ranked in the full index (``as_of``, ``known_at``, the
 historical tier), whose window filter drops most matches: with five versions a subject,
-about four in five. On SQLite, ranking a level again with the filters applied costs more
-than reading more rows first: at 100k memories, ``as_of`` searches took p90 19 to 25 ms
-with 16, 13 to 14 ms with 64, p50 alike. Not on PostgreSQL, where reading the rows is
-the dearer part (``as_of`` p50 at 50k 13 to 14 ms with 16, 15 to 17 ms with 64)."""
+about four in five, and a subject's versions share their words, so they rank side by
+side. On SQLite, ranking a level again with the filters applied costs more than reading
+more rows first: at 100k memories, ``as_of`` searches took p90 19 to 25 ms with 16, 13
+to 14 ms with 64 (p50 alike); on a faster machine, with 64 / 128 / 256, ``as_of`` p50
+4.0 / 2.8 / 3.0 ms and p90 7.7 / 5.2 / 4.7 ms, ``known_at`` p50 4.0 / 2.5 / 2.9 ms (192),
+the same answers, and searches with history alike. Not on PostgreSQL, where reading the
+rows is the dearer part (``as_of`` p50 at 50k 13 to 14 ms with 16, 15 to 17 ms with 64)."""
 NARROW = 500
 """A search filtered by subject, attribute or entities that leaves at most this many
 memories in a tier ranks just those, looked up by key in the index, instead of walking
