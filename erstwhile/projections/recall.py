@@ -34,8 +34,11 @@ side. On SQLite, ranking a level again with the filters applied costs more than 
 more rows first: at 100k memories, ``as_of`` searches took p90 19 to 25 ms with 16, 13
 to 14 ms with 64 (p50 alike); on a faster machine, with 64 / 128 / 256, ``as_of`` p50
 4.0 / 2.8 / 3.0 ms and p90 7.7 / 5.2 / 4.7 ms, ``known_at`` p50 4.0 / 2.5 / 2.9 ms (192),
-the same answers, and searches with history alike. Not on PostgreSQL, where reading the
-rows is the dearer part (``as_of`` p50 at 50k 13 to 14 ms with 16, 15 to 17 ms with 64)."""
+the same answers, and searches with history alike. On PostgreSQL too, where the
+evening machine had preferred 16 (``as_of`` p50 13 to 14 ms, 15 to 17 with 64): on the
+faster machine, at 50k memories,
+with 16 / 64 / 128 / 256, ``as_of`` p50 14.2 / 4.7 / 4.4 / 4.6 ms (p90 18 to 19 ms and
+p99 21 to 24 ms with 64 and more, 34 ms with 16); ``known_at`` p50 15.6 / - / 4.3 ms."""
 NARROW = 500
 """A search filtered by subject, attribute or entities that leaves at most this many
 memories in a tier ranks just those, looked up by key in the index, instead of walking
@@ -188,7 +191,7 @@ class TierSearch:
         """Return the best ``need`` memories of the tier that share exactly one of the
         sets ``masks`` of ``terms``, with their text scores, best first."""
         # Rank inside the index, then read only the best rows.
-        slack = FULL_INDEX_SLACK if self.index.sqlite and not self.tier.live else SLACK
+        slack = SLACK if self.tier.live else FULL_INDEX_SLACK
         scores = dict(self.index.top(self.sql, terms, masks, self.tier.live, need + slack))
         if not scores:
             return []
