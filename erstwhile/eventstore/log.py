@@ -100,12 +100,15 @@ class EventLog:
         idempotency: Sequence[IdempotencyClaim] = (),
         erase: Sequence[UUID] = (),
         then: AfterInsert | None = None,
+        ahead: Callable[[Sql], None] | None = None,
     ) -> AppendResult:
         """Append the events ``build`` returns, atomically, at the next instants of the log.
 
         Each new memory gets a key of its own, stored in the same transaction; the keys
         of ``erase`` are destroyed in it. ``then`` (see :data:`AfterInsert`) runs last, in the
         same transaction (the ledger folds its projections there: one commit, one fsync).
+        ``ahead`` runs first: it may send the reads ``then`` will make (see
+        :meth:`Sql.prefetch`), which then travel with the read of the log's tip.
         If any idempotency key was claimed before, nothing is appended and the earlier
         claims are returned, for the caller to compare.
         """
@@ -113,6 +116,8 @@ class EventLog:
             earlier = [self._claimed(sql, c.namespace, c.key) for c in idempotency]
             if any(claim is not None for claim in earlier):
                 return AppendResult(replayed=tuple(c for c in earlier if c is not None))
+            if ahead is not None:
+                ahead(sql)
             tip = self.tip(sql)
             start = now
             if tip.recorded_at is not None:

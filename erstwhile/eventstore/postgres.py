@@ -144,6 +144,8 @@ class PostgresSql:
         """Set by :meth:`PostgresBackend.notify`: send NOTIFY with the COMMIT."""
         self._pipeline = ExitStack()
         self._read = cursor
+        self._early: dict[tuple[str, tuple[Any, ...]], Cursor[DictRow]] = {}
+        """Reads sent ahead by :meth:`prefetch`, by statement and parameters."""
 
     def reader(self) -> Cursor[DictRow]:
         """A new cursor for a statement whose rows will be fetched."""
@@ -167,10 +169,27 @@ class PostgresSql:
         return converted
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        if self._early and (early := self._take_early(statement, params)) is not None:
+            self._read = early
+            return
         fetched = self._fetched.get(statement)
         if fetched is None:
             fetched = self._fetched[statement] = not BLIND_WRITE.match(statement)
         (self.reader() if fetched else self.raw).execute(self._convert(statement), params)
+
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """Send a read now, on a cursor of its own, and answer the ``execute`` of the
+        same statement and parameters with it: reads sent together wait for one round
+        trip, not one each."""
+        cursor = self.raw.connection.cursor()
+        cursor.execute(self._convert(statement), params)
+        self._early[(statement, tuple(params))] = cursor
+
+    def _take_early(self, statement: str, params: Sequence[Any]) -> Cursor[DictRow] | None:
+        try:
+            return self._early.pop((statement, tuple(params)), None)
+        except TypeError:  # unhashable parameters (arrays) are never sent ahead
+            return None
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         self.run_many(self._convert(statement), rows)

@@ -183,6 +183,9 @@ class SQLiteSql:
     def fetchall(self) -> list[Any]:
         return self.raw.fetchall()
 
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """Nothing: a read costs no round trip here."""
+
 
 # SQLite has no UUID type: UUIDs are stored as their canonical text. (An adapter, not a
 # conversion of every parameter in Python: sqlite3 consults it only for UUIDs.)

@@ -129,6 +129,7 @@ class WriteCommands(LedgerCore):
             now=now,
             idempotency=claims,
             then=fold,
+            ahead=self._ahead_of_append,
         )
         if result.replayed:
             return self._replayed(plans, result.replayed)

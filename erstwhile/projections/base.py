@@ -171,6 +171,11 @@ class ProjectionRunner:
         for projection in self.projections:
             projection.after_commit(self.backend)
 
+    def prefetch(self, sql: Sql) -> None:
+        """Send ahead the read :meth:`fold_appended` starts with (see :meth:`Sql.prefetch`)."""
+        names = [self._tracking_name(p) for p in self.projections]
+        self.backend.prefetch_tracked_positions(sql, names)
+
     def fold_appended(self, sql: Sql, previous_head: int, appended: Folded) -> bool:
         """Inside an append's transaction, fold the events it just wrote (as the writer
         built them: nothing is read back or decrypted), but only when every projection

@@ -63,6 +63,9 @@ class BufferedSql:
     def fetchall(self) -> list[Any]:
         return self._sql.fetchall()
 
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self._sql.prefetch(statement, params)
+
     def flush(self) -> None:
         """Run every deferred write, table by table, each table's in the order made."""
         tables, self._tables = self._tables, {}

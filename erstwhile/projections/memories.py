@@ -126,6 +126,11 @@ class MemoriesProjection(Projection):
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
         self.apply_many(sql, [(record, event)])
 
+    def prefetch(self, sql: Sql, namespace: str, actor: str) -> None:
+        """Send ahead the read of an actor's write count that a fold of its writes
+        starts with (see :meth:`Sql.prefetch`)."""
+        sql.prefetch(WRITES_SO_FAR, (namespace, actor))
+
     def apply_many(self, sql: Sql, batch: Folded) -> None:
         """Fold a batch with writes grouped, reading each actor's write count once.
 
@@ -225,11 +230,7 @@ class MemoriesProjection(Projection):
         """
         actor = (record.namespace, record.actor)
         if actor not in counts:
-            sql.execute(
-                "SELECT writes FROM actor_writes WHERE namespace = ? AND actor = ? "
-                "ORDER BY position DESC LIMIT 1",
-                actor,
-            )
+            sql.execute(WRITES_SO_FAR, actor)
             row = sql.fetchone()
             counts[actor] = row["writes"] if row else 0
         own = counts[actor] = counts[actor] + 1
@@ -247,6 +248,12 @@ class MemoriesProjection(Projection):
             clock.update({r["actor"]: r["writes"] for r in sql.fetchall()})
         return clock
 
+
+WRITES_SO_FAR = (
+    "SELECT writes FROM actor_writes WHERE namespace = ? AND actor = ? "
+    "ORDER BY position DESC LIMIT 1"
+)
+"""How many memories an actor has asserted in a namespace (its vector clock's count)."""
 
 VERSION_COLUMNS = (
     "memory_id, seq, namespace, kind, subject_key, attribute_key, state, valid_from, "

@@ -72,3 +72,6 @@ class ShadowSql:
 
     def fetchall(self) -> list[Any]:
         return self._sql.fetchall()
+
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self._sql.prefetch(self._rewrite(statement), params)

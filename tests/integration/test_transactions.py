@@ -99,3 +99,31 @@ def test_reads_and_writes_interleave_in_one_transaction(backend: Backend) -> Non
                     ("k1",))  # fmt: skip
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["k1"]
     assert claims(backend) == ["k0", "k1", "k2"]
+
+
+KEY_OF = "SELECT idempotency_key FROM erstwhile_idempotency WHERE idempotency_key = ?"
+
+
+def test_a_read_sent_ahead_answers_the_same_read_later(backend: Backend) -> None:
+    with backend.write() as sql:
+        sql.execute(CLAIM, row("a"))
+        sql.execute(CLAIM, row("b"))
+        sql.prefetch(KEY_OF, ("a",))
+        sql.prefetch(KEY_OF, ("b",))
+        # a read of other parameters, and one whose parameters cannot be a key (an
+        # array on PostgreSQL), run as usual while reads sent ahead wait
+        sql.execute(KEY_OF, ("c",))
+        assert sql.fetchall() == []
+        if backend.dialect == "postgresql":
+            sql.execute(
+                "SELECT count(*) AS n FROM erstwhile_idempotency WHERE idempotency_key = ANY(?)",
+                (["a", "b", "z"],),
+            )
+            assert sql.fetchone()["n"] == 2
+        sql.execute(KEY_OF, ("b",))
+        assert [r["idempotency_key"] for r in sql.fetchall()] == ["b"]
+        sql.execute(KEY_OF, ("a",))
+        assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
+        sql.execute(KEY_OF, ("a",))  # taken once: this one runs again
+        assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
+    assert claims(backend) == ["a", "b"]
