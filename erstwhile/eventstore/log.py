@@ -35,6 +35,12 @@ from erstwhile.eventstore.records import (
 EventBuilder = Callable[[datetime], Sequence[LedgerEvent]]
 """Builds a command's events once the append knows its recording instant."""
 
+CLAIMED = (
+    "SELECT memory_id, fingerprint FROM erstwhile_idempotency "
+    "WHERE namespace = ? AND idempotency_key = ?"
+)
+"""The earlier write made under an idempotency key, if any."""
+
 AfterInsert = Callable[[Sql, int, Sequence[tuple[RecordedEvent, LedgerEvent]]], None]
 """Runs inside an append's transaction as ``then(sql, previous_head, appended)``, where
 ``appended`` pairs each stored event with the domain event it was built from."""
@@ -89,6 +95,9 @@ class EventLog:
         self.keyring = keyring or KeyRing.from_environment()
         self.mapper = PydanticMapper()
         self.table = backend.events_table
+        self._tip_query = (
+            f"SELECT position, recorded_at, hash FROM {self.table} ORDER BY position DESC LIMIT 1"
+        )
 
     def append(
         self,
@@ -108,16 +117,22 @@ class EventLog:
         of ``erase`` are destroyed in it. ``then`` (see :data:`AfterInsert`) runs last, in the
         same transaction (the ledger folds its projections there: one commit, one fsync).
         ``ahead`` runs first: it may send the reads ``then`` will make (see
-        :meth:`Sql.prefetch`), which then travel with the read of the log's tip.
+        :meth:`Sql.prefetch`), which then travel with the reads of the idempotency
+        claims and of the log's tip.
         If any idempotency key was claimed before, nothing is appended and the earlier
         claims are returned, for the caller to compare.
         """
         with translated_errors(conflicts=True), self.backend.write() as sql:
+            # Every read before the events are built goes out at once (one round trip
+            # on PostgreSQL): the idempotency claims, what ``ahead`` sends, the tip.
+            for claim in idempotency:
+                sql.prefetch(CLAIMED, (claim.namespace, claim.key))
+            if ahead is not None:
+                ahead(sql)
+            sql.prefetch(self._tip_query)
             earlier = [self._claimed(sql, c.namespace, c.key) for c in idempotency]
             if any(claim is not None for claim in earlier):
                 return AppendResult(replayed=tuple(c for c in earlier if c is not None))
-            if ahead is not None:
-                ahead(sql)
             tip = self.tip(sql)
             start = now
             if tip.recorded_at is not None:
@@ -171,20 +186,14 @@ class EventLog:
 
     def tip(self, sql: Sql) -> LogTip:
         """Return the last event's position, instant and hash, inside an open transaction."""
-        sql.execute(
-            f"SELECT position, recorded_at, hash FROM {self.table} ORDER BY position DESC LIMIT 1"
-        )
+        sql.execute(self._tip_query)
         row = sql.fetchone()
         if row is None:
             return LogTip(0, None, GENESIS_HASH)
         return LogTip(row["position"], row["recorded_at"], bytes(row["hash"]))
 
     def _claimed(self, sql: Sql, namespace: str, key: str) -> IdempotencyClaim | None:
-        sql.execute(
-            "SELECT memory_id, fingerprint FROM erstwhile_idempotency "
-            "WHERE namespace = ? AND idempotency_key = ?",
-            (namespace, key),
-        )
+        sql.execute(CLAIMED, (namespace, key))
         row = sql.fetchone()
         if row is None:
             return None
