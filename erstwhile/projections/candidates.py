@@ -101,7 +101,7 @@ def candidates_many(
     span = [namespace, max(k for _, k in revisable), min(k for _, k in revisable)]
     members = _entity_members(sql, namespace, [c for c, _ in revisable if c.entities])
     named = sorted({memory_id for names in members.values() for memory_id, _ in names})
-    keyed = [c for c, _ in revisable if c.keyed and c.subject_key and c.attribute_key]
+    keyed = [c for c, _ in revisable if c.keyed]
     by_key = _by_key_pairs if dialect == "postgresql" else _by_key
     versions = VersionIndex(by_key(sql, span, keyed) + _by_id(sql, span, named))
     matched = [versions.matches(claim, known, members) for claim, known in wanted]
