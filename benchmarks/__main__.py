@@ -1,8 +1,9 @@
 """Run erstwhile's benchmarks: ``python -m benchmarks [--size S] [--backend B] [--only W]``.
 
 Every workload runs on SQLite and PostgreSQL (unless ``--backend`` picks one) and every
-figure is printed beside a baseline measured in the same run. Progress goes to stderr,
-the table to stdout.
+figure is printed beside a baseline measured in the same run, and the run ends with a
+verdict on each performance target (``benchmarks/targets.py``) of the backends it ran.
+Progress goes to stderr, the tables to stdout.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from benchmarks.harness import Result, markdown, print_results
+from benchmarks.harness import WIDE, Result, markdown, print_results
 from benchmarks.stores import postgres_reachable, server_url
 from benchmarks.suite import PRESETS, run_backend, workloads
+from benchmarks.targets import TARGETS, standings, targets_markdown, targets_table
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -83,16 +85,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     preset = PRESETS[options.size]
     results: list[Result] = []
     notes: list[str] = []
-    for backend in backends(options.backend, progress):
+    ran = backends(options.backend, progress)
+    for backend in ran:
         found, timings = run_backend(backend, preset, options.only, progress)
         results.extend(found)
         notes.extend(timings)
     title = (f"erstwhile {version}, size {preset.name} (Python "
              f"{platform.python_version()}, SQLite {sqlite3.sqlite_version})")  # fmt: skip
-    print_results(results, title)
+    console = Console(width=None if sys.stdout.isatty() else WIDE)
+    print_results(results, title, console)
+    verdicts = standings(results, [t for t in TARGETS if t.backend in ran])
+    console.print(targets_table(verdicts))
     if options.markdown is not None:
         steps = "\n".join(f"- {note}" for note in notes)
-        options.markdown.write_text(f"{title}\n\n{markdown(results)}\nTimings:\n\n{steps}\n")
+        options.markdown.write_text(
+            f"{title}\n\n{markdown(results)}\nTargets:\n\n{targets_markdown(verdicts)}\n"
+            f"Timings:\n\n{steps}\n"
+        )
     return 0
 
 

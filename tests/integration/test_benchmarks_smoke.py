@@ -15,6 +15,7 @@ from rich.console import Console
 from benchmarks.__main__ import main
 from benchmarks.harness import Result, markdown, percentile
 from benchmarks.suite import PRESETS, run_backend, workloads
+from benchmarks.targets import TARGETS, Verdict, standings
 
 
 def run_tiny(backend: str) -> list[Result]:
@@ -47,8 +48,15 @@ def test_the_command_prints_the_table_and_writes_markdown(
 ) -> None:
     target = tmp_path / "table.md"
     assert main(["--backend", "sqlite", "--only", "remember", "--markdown", str(target)]) == 0
-    assert "remember, one durable p50" in capsys.readouterr().out
-    assert "| remember, one durable p99 | sqlite |" in target.read_text()
+    out = capsys.readouterr().out
+    assert "remember, one durable p50" in out
+    assert "SQLite remember p50 ≤ 3x a raw durable commit" in out
+    assert "PostgreSQL" not in out  # only the targets of the backends that ran
+    written = target.read_text()
+    assert "| remember, one durable p99 | sqlite |" in written
+    assert (
+        "| SQLite rebuild ≥ 20k events/s | no sqlite figure in this run | not measured |" in written
+    )
 
 
 def test_percentiles_are_nearest_rank_in_milliseconds() -> None:
@@ -66,3 +74,52 @@ def test_markdown_lists_each_baseline_once() -> None:
     text = markdown(rows)
     assert text.count("raw thing") == 1
     assert "| w p50 | sqlite | 2 ms | 1 ms | 2.00x |" in text
+
+
+def test_targets_are_judged_from_the_results_worst_figure_first() -> None:
+    rows = [
+        Result("remember, one durable p50", "sqlite", 0.5, 0.2, "ms", "raw", "remember"),
+        Result("remember_many, batches of 500", "sqlite", 5_000, 100_000, "memories/s", "raw",
+               "bulk"),
+        Result("facts as_of @10k p50", "sqlite", 0.03, 0.01, "ms", "raw", "facts"),
+        Result("facts as_of @100k p50", "sqlite", 0.12, 0.01, "ms", "raw", "facts"),
+        Result("facts as_of @10k (vs replay) p50", "sqlite", 0.07, 0.14, "ms", "replay", "facts"),
+        Result("facts known_at @10k p50", "sqlite", 0.05, 0.01, "ms", "raw", "facts"),
+        Result("facts known_at @10k (vs replay) p50", "sqlite", 0.07, 0.21, "ms", "replay",
+               "facts"),
+        Result("facts as_of p50 @100k vs @10k", "sqlite", 0.12, 0.03, "ms", "itself", "facts"),
+        Result("search @10k p50", "sqlite", 1.0, 9.0, "ms", "raw", "search"),
+        Result("rebuild, 1,800 events (@1k)", "sqlite", 25_000, 900_000, "events/s", "raw",
+               "rebuild"),
+        Result("remember, one durable p50", "postgres", 0.5, 0.25, "ms", "raw", "remember"),
+    ]  # fmt: skip
+    found = {s.target.text: s for s in standings(rows)}
+    assert [s.target.text for s in standings(rows)] == [t.text for t in TARGETS]
+
+    def judged(prefix: str) -> tuple[Verdict, str]:
+        (standing,) = [s for text, s in found.items() if text.startswith(prefix)]
+        return standing.verdict, standing.shown
+
+    assert judged("SQLite remember") == (Verdict.MET, "2.50x (remember, one durable p50)")
+    assert judged("SQLite bulk") == (Verdict.NOT_MET, "5.0% (remember_many, batches of 500)")
+    # Every size must hold: 3x at 10k does not hide 12x at 100k.
+    assert judged("SQLite point as-of p50") == (
+        Verdict.NOT_MET,
+        "12.00x (facts as_of @100k p50)",
+    )
+    assert judged("SQLite point as-of (as_of, known_at) ≥") == (
+        Verdict.NOT_MET,
+        "2.00x faster (facts as_of @10k (vs replay) p50)",
+    )
+    # A target about another size is not judged on this run's sizes, only shown beside.
+    assert judged("SQLite as-of p50 at 1M") == (
+        Verdict.NOT_MEASURED,
+        "no sqlite figure at 1M in this run; 4.00x (facts as_of p50 @100k vs @10k)",
+    )
+    assert judged("SQLite search")[0] is Verdict.NOT_MEASURED
+    assert judged("SQLite rebuild") == (
+        Verdict.MET,
+        "25,000 events/s (rebuild, 1,800 events (@1k))",
+    )
+    assert judged("PostgreSQL remember") == (Verdict.MET, "2.00x (remember, one durable p50)")
+    assert judged("PostgreSQL bulk") == (Verdict.NOT_MEASURED, "no postgres figure in this run")
