@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from benchmarks.compare import comparison_table, load, save
 from benchmarks.harness import WIDE, Result, markdown, print_results
 from benchmarks.stores import postgres_reachable, server_url
 from benchmarks.suite import PRESETS, run_backend, workloads
@@ -48,6 +49,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--markdown", type=Path, metavar="PATH",
                         help="also write the table as Markdown to PATH")  # fmt: skip
+    parser.add_argument("--json", type=Path, metavar="PATH",
+                        help="also save the results as JSON to PATH (for --compare)")  # fmt: skip
+    parser.add_argument("--compare", type=Path, metavar="PATH",
+                        help="also compare the results with a run saved with --json")  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -80,6 +85,7 @@ def backends(choice: str, console: Console) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmarks and print the table."""
     options = parse(argv)
+    earlier = load(options.compare) if options.compare is not None else None
     version = code_version()  # now, as the code is imported; it may change during a run
     progress = Console(stderr=True)
     preset = PRESETS[options.size]
@@ -96,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_results(results, title, console)
     verdicts = standings(results, [t for t in TARGETS if t.backend in ran])
     console.print(targets_table(verdicts))
+    if earlier is not None:
+        console.print(comparison_table(earlier[0], earlier[1], results))
+    if options.json is not None:
+        save(options.json, title, results)
     if options.markdown is not None:
         steps = "\n".join(f"- {note}" for note in notes)
         options.markdown.write_text(

@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from benchmarks.__main__ import main
+from benchmarks.compare import change
 from benchmarks.harness import Result, markdown, percentile
 from benchmarks.suite import PRESETS, run_backend, workloads
 from benchmarks.targets import TARGETS, Verdict, standings
@@ -57,6 +58,38 @@ def test_the_command_prints_the_table_and_writes_markdown(
     assert (
         "| SQLite rebuild ≥ 20k events/s | no sqlite figure in this run | not measured |" in written
     )
+
+
+def test_a_saved_run_is_compared_row_by_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    saved = tmp_path / "before.json"
+    assert main(["--backend", "sqlite", "--only", "remember", "--json", str(saved)]) == 0
+    capsys.readouterr()
+    assert main(["--backend", "sqlite", "--only", "remember", "--compare", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "compared with: erstwhile" in out
+    comparison = out.split("compared with:")[1]
+    assert "remember, one durable p50" in comparison
+    assert "remember, one durable p99" in comparison
+
+
+def test_comparing_with_a_file_that_is_not_a_saved_run_stops_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bogus = tmp_path / "table.md"
+    bogus.write_text("| not | json |")
+    with pytest.raises(SystemExit, match="not a run saved with --json"):
+        main(["--backend", "sqlite", "--only", "remember", "--compare", str(bogus)])
+    assert "remember, one durable" not in capsys.readouterr().out
+
+
+def test_better_is_above_one_for_latencies_and_rates_alike() -> None:
+    def row(figure: float, unit: str) -> Result:
+        return Result("w", "sqlite", figure, 1.0, unit, "raw", "w")
+
+    assert change(row(2.0, "ms"), row(1.0, "ms")) == 2.0
+    assert change(row(100.0, "memories/s"), row(50.0, "memories/s")) == 0.5
 
 
 def test_percentiles_are_nearest_rank_in_milliseconds() -> None:
