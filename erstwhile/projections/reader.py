@@ -278,18 +278,22 @@ class MemoryReader:
         return sorted(versions, key=lambda r: (r.recorded_from, r.memory_id))
 
     def linked_ids(self, sql: Sql, memory_id: UUID) -> list[UUID]:
-        """Return the ids this memory was superseded by and supersedes (any state)."""
+        """Return the ids this memory was superseded by and supersedes (any state).
+
+        The memories it supersedes are found through ``memories_successor`` alone and
+        their namespace checked here: with the namespace in the query, SQLite (which
+        keeps no statistics) preferred ``memories_position`` and read every memory of
+        the namespace, so a chain took time in proportion to the namespace (32 ms at
+        20k memories, against 1.9 ms at 2k)."""
         sql.execute(
             "SELECT superseded_by FROM memories WHERE id = ? AND namespace = ?",
             (str(memory_id), self.namespace),
         )
         row = sql.fetchone()
         linked = [UUID(row["superseded_by"])] if row and row["superseded_by"] else []
-        sql.execute(
-            "SELECT id FROM memories WHERE superseded_by = ? AND namespace = ?",
-            (str(memory_id), self.namespace),
-        )
-        return linked + [UUID(r["id"]) for r in sql.fetchall()]
+        sql.execute("SELECT id, namespace FROM memories WHERE superseded_by = ?", (str(memory_id),))
+        older = [UUID(r["id"]) for r in sql.fetchall() if r["namespace"] == self.namespace]
+        return linked + older
 
     def soft_forgotten_before(self, sql: Sql, cutoff: int) -> list[UUID]:
         """Return memories forgotten softly (content still sealed in the log) before
