@@ -58,10 +58,10 @@ def claim_from_event(record: RecordedEvent, event: Asserted) -> ClaimView:
 Wanted = tuple[ClaimView, int]
 """A new claim and the recorded instant its candidates are to be found as known at."""
 
-AS_KNOWN_BETWEEN = (
-    "WHERE v.namespace = ? AND v.state = 'current' AND v.recorded_from <= ? "
-    "AND v.recorded_until > ? "
-)
+KNOWN_BETWEEN = "v.state = 'current' AND v.recorded_from <= ? AND v.recorded_until > ? "
+"""Current versions known at some instant between the two given (latest, earliest)."""
+
+AS_KNOWN_BETWEEN = "WHERE v.namespace = ? AND " + KNOWN_BETWEEN
 
 
 KNOWN_BY_PAIRS = (
@@ -193,12 +193,17 @@ def _by_key_pairs(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any
 
 
 def _by_id(sql: Sql, span: list[Any], ids: list[str]) -> list[Any]:
-    """Versions of the memories named (found through their entities)."""
+    """Versions of the memories named (found through their entities, in the namespace
+    already). The namespace is left out of the query: with it, SQLite (which keeps no
+    statistics) read the namespace's versions through ``memory_versions_subject``
+    whenever more than one id was asked for, instead of each id's own rows, and a
+    ``remember`` naming shared entities took 33 ms at 20k memories against 3.5 ms at 2k."""
     rows: list[Any] = []
+    _, latest, earliest = span
     for chunk in _chunks(ids, 500):
         sql.execute(
-            KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.memory_id IN ({_marks(chunk)})",
-            [*span, *chunk],
+            KNOWN_SELECT + "WHERE " + KNOWN_BETWEEN + f"AND v.memory_id IN ({_marks(chunk)})",
+            [latest, earliest, *chunk],
         )
         rows += sql.fetchall()
     return rows

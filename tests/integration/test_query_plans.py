@@ -104,3 +104,37 @@ def test_a_point_read_never_walks_the_namespace(
 def test_the_chain_reads_the_whole_lineage(revised: tuple[Ledger, list[Any]]) -> None:
     ledger, versions = revised
     assert [m.id for m in ledger.chain(versions[1].id)] == [v.id for v in versions]
+
+
+WRITES: dict[str, Callable[[Ledger, list[Any]], object]] = {
+    "remember of a new subject": lambda ledger, versions: ledger.remember(
+        "lumen runs on SQLite", subject="lumen", attribute="database", value="SQLite"
+    ),
+    "remember of a revision": lambda ledger, versions: ledger.remember(
+        "orion runs on Spanner", subject="orion", attribute="database", value="Spanner"
+    ),
+    "remember naming shared entities": lambda ledger, versions: ledger.remember(
+        "Kim reviewed the falcon budget", entities=["kim", "falcon"]
+    ),
+    "remember_many naming shared entities": lambda ledger, versions: ledger.remember_many(
+        [
+            {"content": f"Kim met the falcon team, round {n}", "entities": ["kim", "falcon"]}
+            for n in range(3)
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_a_write_looks_for_what_it_may_replace_without_walking_the_namespace(
+    write: str, revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger, versions = revised
+    for n in range(3):  # memories the writes' entities meet
+        ledger.remember(f"Kim and the falcon team, note {n}", entities=["kim", "falcon"])
+    with explained(monkeypatch) as plans:
+        WRITES[write](ledger, versions)
+    assert plans, "the write ran no SELECT through the ledger's SQLite connection"
+    walks = [(statement, step) for statement, steps in plans for step in steps
+             if WALKS.search(step)]  # fmt: skip
+    assert walks == []
