@@ -206,7 +206,7 @@ class TierSearch:
 
     def recent(self, need: int) -> list[RawHit]:
         """List the tier by recency, for a search without terms."""
-        rows = self.select(Source("0.0", MEMORY_ROWS, "1 = 1", []), need, "m.position DESC")
+        rows = self.select(Source("0.0", *self.filtered_rows()), need, "m.position DESC")
         return [RawHit(row, 0.0, self.tier.name) for row in rows]
 
     def select(
@@ -225,12 +225,31 @@ class TierSearch:
     def positions(self, limit: int) -> list[tuple[int, str]]:
         """Return (position, id) of up to ``limit`` memories of the tier that pass the
         request's filters."""
+        source, joined, named = self.filtered_rows()
         where, params = self.conditions()
         self.sql.execute(
-            f"SELECT m.position, m.id FROM {MEMORY_ROWS} WHERE {' AND '.join(where)} LIMIT ?",
-            [*params, limit],
+            f"SELECT m.position, m.id FROM {source} WHERE {' AND '.join([joined, *where])} LIMIT ?",
+            [*named, *params, limit],
         )
         return [(int(row["position"]), str(row["id"])) for row in self.sql.fetchall()]
+
+    def filtered_rows(self) -> tuple[str, str, list[Any]]:
+        """Where the tier's rows are read from when no text ranking leads: the source,
+        the condition that joins it, and their parameters (which go first). A search
+        filtered by entities starts from the memories naming them, through
+        ``memory_entities_entity``, and joins in that order (``CROSS JOIN`` fixes it on
+        SQLite; PostgreSQL plans it from statistics). Left to choose, SQLite walked every
+        memory of the namespace and tested each against the entities' list: 19 ms at 20k
+        memories against 3.5 ms at 2k."""
+        names = entity_keys(self.request)
+        if not names:
+            return MEMORY_ROWS, "1 = 1", []
+        named = (
+            "(SELECT DISTINCT e.memory_id FROM memory_entities e WHERE e.namespace = ? "
+            f"AND e.entity IN ({', '.join('?' * len(names))})) n "
+            "CROSS JOIN memories m CROSS JOIN memory_versions v"
+        )
+        return named, "m.id = n.memory_id AND v.memory_id = m.id", [self.namespace, *names]
 
     def conditions(self) -> tuple[list[str], list[Any]]:
         """The conditions (and their parameters) every row of the tier meets: the
@@ -250,7 +269,7 @@ class TierSearch:
             # 32 ms at 20k memories, not 0.3).
             where.append("v.namespace = ?")
             params.append(self.namespace)
-        _filters(request, where, params)
+        _filters(request, self.namespace, where, params)
         return where, params
 
 
@@ -260,7 +279,7 @@ def _unit(score: Any) -> float:
     return text / (1.0 + text)
 
 
-def _filters(request: SearchRequest, where: list[str], params: list[Any]) -> None:
+def _filters(request: SearchRequest, namespace: str, where: list[str], params: list[Any]) -> None:
     if request.kinds:
         where.append(f"m.kind IN ({', '.join('?' * len(request.kinds))})")
         params.extend(Kind(kind).value for kind in request.kinds)
@@ -270,13 +289,17 @@ def _filters(request: SearchRequest, where: list[str], params: list[Any]) -> Non
     if request.attribute is not None:
         where.append("v.attribute_key = ?")
         params.append(normalise_label(request.attribute))
-    if request.entities:
-        names = [normalise_label(name) for name in request.entities]
+    if names := entity_keys(request):
         where.append(
-            "v.memory_id IN (SELECT e.memory_id FROM memory_entities e WHERE "
-            f"e.entity IN ({', '.join('?' * len(names))}))"
+            "v.memory_id IN (SELECT e.memory_id FROM memory_entities e WHERE e.namespace = ? "
+            f"AND e.entity IN ({', '.join('?' * len(names))}))"
         )
-        params.extend(names)
+        params.extend([namespace, *names])
+
+
+def entity_keys(request: SearchRequest) -> list[str]:
+    """The entities a search is filtered by, in their indexed form."""
+    return [normalise_label(name) for name in request.entities or ()]
 
 
 def open_proposals(sql: Sql, namespace: str) -> list[Any]:

@@ -48,7 +48,8 @@ def explained(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, list[
 
 @pytest.fixture
 def revised(sqlite_url: str, clock: ManualClock) -> Iterator[tuple[Ledger, list[Any]]]:
-    """A SQLite ledger where one subject has three versions, among other memories."""
+    """A SQLite ledger where one subject has three versions, among other memories, three
+    of which name the same two entities."""
     ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester", clock=clock)
     ledger.remember_many(
         {"content": f"service {n} runs on MySQL", "subject": f"service-{n}",
@@ -68,6 +69,8 @@ def revised(sqlite_url: str, clock: ManualClock) -> Iterator[tuple[Ledger, list[
             supersedes=[versions[-1].id],
         )
         versions.append(revision)
+    for n in range(3):
+        ledger.remember(f"Kim and the falcon team, note {n}", entities=["kim", "falcon"])
     yield ledger, versions
     ledger.close()
 
@@ -84,6 +87,15 @@ READS: dict[str, Callable[[Ledger, list[Any]], object]] = {
         "orion", "database", known_at=versions[1].recorded_at
     ),
     "timeline": lambda ledger, versions: ledger.timeline("orion", "database"),
+    "search filtered by subject": lambda ledger, versions: ledger.search(
+        "orion database", subject="orion"
+    ),
+    "search filtered by entities": lambda ledger, versions: ledger.search(
+        "falcon note", entities=["kim"]
+    ),
+    "search without terms filtered by entities": lambda ledger, versions: ledger.search(
+        "", entities=["falcon"]
+    ),
 }
 
 
@@ -130,8 +142,6 @@ def test_a_write_looks_for_what_it_may_replace_without_walking_the_namespace(
     write: str, revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger, versions = revised
-    for n in range(3):  # memories the writes' entities meet
-        ledger.remember(f"Kim and the falcon team, note {n}", entities=["kim", "falcon"])
     with explained(monkeypatch) as plans:
         WRITES[write](ledger, versions)
     assert plans, "the write ran no SELECT through the ledger's SQLite connection"
