@@ -80,11 +80,22 @@ class EventFilter:
             ("recorded_at < ?", self.before and to_micros(self.before)),
             ("originator_id = ?", self.memory_id),
             ("actor = ?", self.actor),
-            ("namespace = ?", self.namespace),
+            ("namespace = ?", None if self.memory_id is not None else self.namespace),
         ]
         used = [(clause, value) for clause, value in terms if value is not None]
         condition = " AND ".join(clause for clause, _ in used) or "1 = 1"
         return condition, [value for _, value in used]
+
+    def admits(self, record: RecordedEvent) -> bool:
+        """Whether a row the condition selected is in the namespace asked for.
+
+        One memory's events are read through the events' (memory id, version) index,
+        so the namespace is not in their condition and is checked here instead: with
+        it, SQLite (which keeps no statistics) walked the namespace's whole log through
+        its (namespace, position) index (25 ms for one memory's two events at 36,000
+        events, 0.1 ms through the memory's own). All of a memory's events share its
+        namespace, so a page is either kept whole or dropped whole."""
+        return self.namespace is None or record.namespace == self.namespace
 
 
 class EventLog:
@@ -226,7 +237,10 @@ class EventLog:
             statement += " LIMIT ?"
             params.append(limit)
         sql.execute(statement, params)
-        return [RecordedEvent.from_row(row) for row in sql.fetchall()]
+        records = [RecordedEvent.from_row(row) for row in sql.fetchall()]
+        if selection.memory_id is None:
+            return records
+        return [record for record in records if selection.admits(record)]
 
     def events(
         self, selection: EventFilter, batch: int = 1000

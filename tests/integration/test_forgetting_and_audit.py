@@ -354,3 +354,14 @@ def test_state_after_soft_forget_is_forgotten_in_history(ledger: Ledger) -> None
     memory = ledger.remember("x", subject="s")
     ledger.forget(memory.id)
     assert ledger.get(memory.id, known_at=memory.recorded_at).state is State.CURRENT
+
+
+def test_one_memorys_events_are_read_in_its_own_namespace_only(open_ledger: OpenLedger) -> None:
+    mine, rival = open_ledger(namespace="acme"), open_ledger(namespace="rival")
+    theirs = rival.remember("the rival roadmap", kind="note")
+    rival.archive(theirs.id)
+    ours = mine.remember("our roadmap", kind="note")
+    assert list(mine.events(memory_id=theirs.id)) == []
+    assert [e.type for e in rival.events(memory_id=theirs.id)] == ["Asserted", "Archived"]
+    assert [e.memory_id for e in mine.events(memory_id=ours.id)] == [ours.id]
+    assert list(mine.events(memory_id=ours.id, after=10**9)) == []

@@ -87,6 +87,7 @@ READS: dict[str, Callable[[Ledger, list[Any]], object]] = {
         "orion", "database", known_at=versions[1].recorded_at
     ),
     "timeline": lambda ledger, versions: ledger.timeline("orion", "database"),
+    "events of one memory": lambda ledger, versions: list(ledger.events(memory_id=versions[1].id)),
     "search filtered by subject": lambda ledger, versions: ledger.search(
         "orion database", subject="orion"
     ),

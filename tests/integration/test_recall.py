@@ -101,9 +101,18 @@ def test_forgotten_memories_never_appear(ledger: Ledger) -> None:
 
 def test_other_namespaces_never_appear(open_ledger: OpenLedger) -> None:
     mine = open_ledger(namespace="acme")
-    open_ledger(namespace="rival").remember("the rival roadmap for launch", kind="note")
+    rival = open_ledger(namespace="rival")
+    rival.remember("the rival roadmap for launch", kind="note", entities=["Ann"])
     assert mine.search("roadmap launch", include_history=True) == []
     assert mine.search("") == []
+    # Filtered by an entity only the other namespace names, with and without terms.
+    assert mine.search("roadmap", entities=["ann"], include_history=True) == []
+    assert mine.search("", entities=["ann"]) == []
+    mine.remember("our own roadmap", kind="note", entities=["Ann"])
+    assert [h.memory.content for h in mine.search("", entities=["ann"])] == ["our own roadmap"]
+    assert [h.memory.content for h in rival.search("roadmap", entities=["ann"])] == [
+        "the rival roadmap for launch"
+    ]
 
 
 def test_empty_query_lists_by_recency_and_filters_apply(ledger: Ledger, clock: ManualClock) -> None:
