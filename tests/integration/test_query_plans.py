@@ -48,8 +48,8 @@ def explained(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, list[
 
 @pytest.fixture
 def revised(sqlite_url: str, clock: ManualClock) -> Iterator[tuple[Ledger, list[Any]]]:
-    """A SQLite ledger where one subject has three versions, among other memories, three
-    of which name the same two entities."""
+    """A SQLite ledger where one subject has three versions, among other memories: three
+    name the same two entities, and two contradict each other (an open proposal)."""
     ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester", clock=clock)
     ledger.remember_many(
         {"content": f"service {n} runs on MySQL", "subject": f"service-{n}",
@@ -71,6 +71,9 @@ def revised(sqlite_url: str, clock: ManualClock) -> Iterator[tuple[Ledger, list[
         versions.append(revision)
     for n in range(3):
         ledger.remember(f"Kim and the falcon team, note {n}", entities=["kim", "falcon"])
+    for owner in ("Ana", "Bo"):
+        ledger.remember(f"lumen is owned by {owner}", subject="lumen", attribute="owner",
+                        value=owner)  # fmt: skip
     yield ledger, versions
     ledger.close()
 
@@ -88,6 +91,9 @@ READS: dict[str, Callable[[Ledger, list[Any]], object]] = {
     ),
     "timeline": lambda ledger, versions: ledger.timeline("orion", "database"),
     "events of one memory": lambda ledger, versions: list(ledger.events(memory_id=versions[1].id)),
+    "conflicts about one subject": lambda ledger, versions: ledger.conflicts("lumen"),
+    "open proposals": lambda ledger, versions: ledger.proposals(),
+    "knows": lambda ledger, versions: ledger.knows(versions[2].id, versions[0].id),
     "search filtered by subject": lambda ledger, versions: ledger.search(
         "orion database", subject="orion"
     ),
