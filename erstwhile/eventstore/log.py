@@ -86,6 +86,14 @@ class EventFilter:
         condition = " AND ".join(clause for clause, _ in used) or "1 = 1"
         return condition, [value for _, value in used]
 
+    @property
+    def order(self) -> str:
+        """The log order, spelled as the index that serves the selection gives it: one
+        memory's events come in version order, which is their log order, and which its
+        index gives without a sort (ordered by position, PostgreSQL walked the whole
+        log's position index looking for the memory's rows)."""
+        return "originator_version" if self.memory_id is not None else "position"
+
     def admits(self, record: RecordedEvent) -> bool:
         """Whether a row the condition selected is in the namespace asked for.
 
@@ -232,7 +240,7 @@ class EventLog:
     ) -> list[RecordedEvent]:
         """Return the selected events in log order, inside an open transaction."""
         condition, params = selection.where()
-        statement = f"SELECT * FROM {self.table} WHERE {condition} ORDER BY position"
+        statement = f"SELECT * FROM {self.table} WHERE {condition} ORDER BY {selection.order}"
         if limit is not None:
             statement += " LIMIT ?"
             params.append(limit)
