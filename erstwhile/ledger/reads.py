@@ -47,9 +47,7 @@ class Queries(LedgerCore):
                 fresh = [i for i in linked if i not in seen]
                 seen.update(fresh)
                 frontier.extend(fresh)
-            positions = self.reader.positions(sql, list(seen))
-        ordered = sorted((pos, i) for i, (pos, visible) in positions.items() if visible)
-        return [self.get(i) for _, i in ordered]
+            return self.reader.visible(sql, sorted(seen))
 
     def facts(
         self,

@@ -305,18 +305,25 @@ class MemoryReader:
         )
         return [UUID(row["id"]) for row in sql.fetchall()]
 
-    def positions(self, sql: Sql, ids: Sequence[UUID]) -> dict[UUID, tuple[int, bool]]:
-        """Return each memory's log position and whether it is visible (not forgotten)."""
-        found: dict[UUID, tuple[int, bool]] = {}
-        for memory_id in ids:
-            sql.execute(
-                "SELECT position, state FROM memories WHERE id = ? AND namespace = ?",
-                (str(memory_id), self.namespace),
-            )
-            row = sql.fetchone()
-            if row is not None:
-                found[memory_id] = (row["position"], row["state"] != State.FORGOTTEN)
-        return found
+    def visible(self, sql: Sql, ids: Sequence[UUID]) -> list[Memory]:
+        """Return these memories of the namespace, those not forgotten, in log order,
+        each with what it supersedes: two queries for all of them (a chain read each one
+        in a transaction of its own: on PostgreSQL 6 ms for a lineage of five). They are
+        found by id alone and sifted here, as :meth:`linked_ids` does and for the same
+        reason (with the namespace in the query SQLite walked the namespace)."""
+        if not ids:
+            return []
+        sql.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories "
+            f"WHERE id IN ({', '.join('?' * len(ids))}) ORDER BY position",
+            [str(memory_id) for memory_id in ids],
+        )
+        rows = [
+            row
+            for row in sql.fetchall()
+            if row["namespace"] == self.namespace and row["state"] != State.FORGOTTEN
+        ]
+        return self.with_links(sql, rows, LATEST)
 
     def _select_linked(
         self,
