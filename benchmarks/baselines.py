@@ -278,6 +278,38 @@ def read_postgres_log(url: str, schema: str, table: str) -> int:
         return sum(1 for _ in cursor)
 
 
+class RawEventReader:
+    """One memory's rows of a ledger store's events table, read through the table's own
+    (memory id, version) index on a connection kept open, as a hand-written audit query
+    would; the event type is the last part of each row's topic."""
+
+    def __init__(self, connection: Any, table: str, marker: str, ids_as_text: bool) -> None:
+        self.connection = connection
+        self.ids_as_text = ids_as_text
+        self.statement = (
+            f"SELECT topic FROM {table} WHERE originator_id = {marker} ORDER BY originator_version"
+        )
+
+    @classmethod
+    def sqlite(cls, path: str, table: str) -> RawEventReader:
+        return cls(sqlite3.connect(f"file:{path}?mode=ro", uri=True), table, "?", True)
+
+    @classmethod
+    def postgres(cls, url: str, schema: str, table: str) -> RawEventReader:
+        qualified = SQL("{0}.{1}").format(Identifier(schema), Identifier(table))
+        connection = psycopg.connect(url, autocommit=True)
+        return cls(connection, qualified.as_string(connection), "%s", False)
+
+    def types(self, memory_id: uuid.UUID) -> list[str]:
+        """The types of one memory's events, in log order."""
+        key: Any = str(memory_id) if self.ids_as_text else memory_id
+        rows = self.connection.execute(self.statement, (key,)).fetchall()
+        return [row[0].rsplit(":", 1)[-1].rsplit(".", 1)[-1] for row in rows]
+
+    def close(self) -> None:
+        self.connection.close()
+
+
 class SubjectHistory(Aggregate):
     """The plain eventsourcing model: one aggregate per subject, one event per version."""
 
@@ -341,6 +373,13 @@ class ReplayBaseline:
         aggregate_id = SubjectHistory.create_id(subject, attribute)
         history: SubjectHistory = self.app.repository.get(aggregate_id)
         return history.value_as_of(instant)
+
+    def values(self, subject: str, attribute: str) -> list[str]:
+        """Replay the subject's aggregate; return every version's value, oldest first."""
+        history: SubjectHistory = self.app.repository.get(
+            SubjectHistory.create_id(subject, attribute)
+        )
+        return [value for _, value in history.versions]
 
     def value_known_at(self, subject: str, attribute: str, known: datetime) -> str | None:
         """Fold only the events recorded at or before ``known``; answer for that instant."""

@@ -22,6 +22,7 @@ import psycopg
 from psycopg.sql import SQL, Identifier
 
 from benchmarks.baselines import (
+    RawEventReader,
     RawPostgres,
     RawSQLite,
     RawStore,
@@ -119,6 +120,12 @@ class Scratch:
             password=parts.password or "",
         )  # fmt: skip
         return ReplayBaseline(env)
+
+    def event_reader(self, name: str, table: str) -> RawEventReader:
+        """Open a raw reader of one memory's events in ledger store ``name``."""
+        if self.backend == "sqlite":
+            return RawEventReader.sqlite(self.path(name), table)
+        return RawEventReader.postgres(self.database_url, name, table)
 
     def read_log(self, name: str, table: str) -> int:
         """Read the whole log of ledger store ``name`` raw; return how many rows."""

@@ -156,13 +156,14 @@ def workloads() -> dict[str, Workload]:
 
     ``proposal`` writes into the shared data sets, so it runs after the reads.
     """
-    from benchmarks import reads, rebuild, search, writes
+    from benchmarks import lineage, reads, rebuild, search, writes
 
     return {
         "remember": writes.remember_latency,
         "bulk": writes.bulk_throughput,
         "facts": reads.facts_lookups,
         "timeline": reads.timeline_lookups,
+        "lineage": lineage.lineage_lookups,
         "search": search.search_latency,
         "proposal": writes.proposal_check,
         "rebuild": rebuild.rebuild_rate,

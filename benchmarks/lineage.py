@@ -1,0 +1,87 @@
+"""A memory's lineage: ``chain(id)`` (every version of a subject, through supersession)
+and ``events(memory_id=...)`` (one memory's stored events), at every data set size,
+against replaying the subject's plain eventsourcing aggregate, and against themselves at
+the smallest size. Both once read every memory or every event of the namespace on
+SQLite, so their growth with the store is a figure of its own."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from benchmarks.datasets import VERSIONS, PointQuery, claim, point_queries, subject_name
+from benchmarks.harness import Result, interleaved, latency_pair
+from benchmarks.suite import Context, label
+from erstwhile import Ledger
+from erstwhile.eventstore import Backend
+
+REPLAY_VALUES = "eventsourcing Aggregate per subject, replayed for every version's value"
+RAW_EVENT_READ = "raw read of the memory's rows from the events table by its indexed id"
+
+
+def lineage_lookups(context: Context) -> list[Result]:
+    """Time ``chain`` and one memory's ``events`` at every data set size of the preset,
+    and how the chain's p50 grows from the smallest size to the largest."""
+    sizes = context.sizes(context.preset.point_sizes)
+    results: list[Result] = []
+    medians: list[float] = []
+    for memories in sizes:
+        found = _lineage_at(context, memories)
+        results.extend(found)
+        medians.append(found[0].figure)
+    if len(sizes) > 1:
+        results.append(
+            Result(f"chain p50 @{label(sizes[-1])} vs @{label(sizes[0])}", context.backend,
+                   medians[-1], medians[0], "ms", f"the same p50 at {label(sizes[0])} memories",
+                   "lineage")
+        )  # fmt: skip
+    return results
+
+
+def _lineage_at(context: Context, memories: int) -> list[Result]:
+    """Time the chain against replaying the subject, and one memory's events against
+    reading its rows raw, after checking each pair agrees."""
+    dataset, replay = context.dataset(memories), context.replay(memories)
+    reader = context.cached(
+        "raw event reader", memories,
+        lambda: context.scratch.event_reader(dataset.store, Backend.events_table),
+    )  # fmt: skip
+    queries = point_queries(memories, context.preset.query_samples, context.preset.seed)
+    latest = {q.index: _latest_id(context, dataset.ledger, q) for q in queries}
+    seed = context.preset.seed
+
+    def expected(q: PointQuery) -> list[str]:
+        return [claim(q.index, version, seed).value for version in range(VERSIONS)]
+
+    def chained(q: PointQuery) -> list[str]:
+        return [str(m.value) for m in dataset.ledger.chain(latest[q.index])]
+
+    def replayed(q: PointQuery) -> list[str]:
+        c = claim(q.index, 0, seed)
+        return replay.values(c.subject, c.attribute)
+
+    def logged(q: PointQuery) -> list[str]:
+        return [e.type for e in dataset.ledger.events(memory_id=latest[q.index])]
+
+    def raw(q: PointQuery) -> list[str]:
+        return reader.types(latest[q.index])
+
+    for q in queries:
+        if not chained(q) == replayed(q) == expected(q):
+            raise RuntimeError(f"chain of {subject_name(q.index)}: {chained(q)} != {expected(q)}")
+        if logged(q) != raw(q) or not logged(q):
+            raise RuntimeError(f"events of {subject_name(q.index)}: {logged(q)} != {raw(q)}")
+    timed = interleaved([chained, replayed, logged, raw], queries, warmup=queries[:3])
+    size = f"@{label(memories)}"
+    return [
+        *latency_pair(f"chain of {VERSIONS} versions {size}", context.backend, timed[0],
+                      timed[1], REPLAY_VALUES, "lineage"),
+        *latency_pair(f"events of one memory {size}", context.backend, timed[2], timed[3],
+                      RAW_EVENT_READ, "lineage"),
+    ]  # fmt: skip
+
+
+def _latest_id(context: Context, ledger: Ledger, q: PointQuery) -> UUID:
+    """The id of the subject's latest version (looked up once, untimed)."""
+    c = claim(q.index, VERSIONS - 1, context.preset.seed)
+    (memory,) = ledger.facts(c.subject, c.attribute)
+    return memory.id
