@@ -311,18 +311,17 @@ class MemoryReader:
         in a transaction of its own: on PostgreSQL 6 ms for a lineage of five). They are
         found by id alone and sifted here, as :meth:`linked_ids` does and for the same
         reason (with the namespace in the query SQLite walked the namespace)."""
-        if not ids:
-            return []
-        sql.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories "
-            f"WHERE id IN ({', '.join('?' * len(ids))}) ORDER BY position",
-            [str(memory_id) for memory_id in ids],
-        )
-        rows = [
-            row
-            for row in sql.fetchall()
-            if row["namespace"] == self.namespace and row["state"] != State.FORGOTTEN
-        ]
+        rows = []
+        for chunk in _chunks([str(memory_id) for memory_id in ids]):
+            sql.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({_marks(chunk)})", chunk
+            )
+            rows += [
+                row
+                for row in sql.fetchall()
+                if row["namespace"] == self.namespace and row["state"] != State.FORGOTTEN
+            ]
+        rows.sort(key=lambda row: row["position"])
         return self.with_links(sql, rows, LATEST)
 
     def _select_linked(
@@ -366,16 +365,28 @@ class MemoryReader:
     ) -> dict[str, list[UUID]]:
         """Return the ids each of ``memory_ids`` supersedes, as known at ``recorded``, in
         log order (memories that supersede nothing are left out)."""
-        if not memory_ids:
-            return {}
-        sql.execute(
-            "SELECT v.superseded_by, v.memory_id FROM memory_versions v "
-            "JOIN memories m ON m.id = v.memory_id "
-            f"WHERE v.superseded_by IN ({', '.join('?' * len(memory_ids))}) "
-            "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
-            [*(str(memory_id) for memory_id in memory_ids), recorded, recorded],
-        )
         found: dict[str, list[UUID]] = {}
-        for row in sql.fetchall():
-            found.setdefault(row["superseded_by"], []).append(UUID(row["memory_id"]))
+        for chunk in _chunks([str(memory_id) for memory_id in memory_ids]):
+            sql.execute(
+                "SELECT v.superseded_by, v.memory_id FROM memory_versions v "
+                "JOIN memories m ON m.id = v.memory_id "
+                f"WHERE v.superseded_by IN ({_marks(chunk)}) "
+                "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
+                [*chunk, recorded, recorded],
+            )
+            for row in sql.fetchall():
+                found.setdefault(row["superseded_by"], []).append(UUID(row["memory_id"]))
         return found
+
+
+CHUNK = 500
+"""Ids asked for in one ``IN`` list at most (a long lineage could pass the backends'
+limits on parameters: 65,535 on PostgreSQL)."""
+
+
+def _chunks(items: list[str]) -> list[list[str]]:
+    return [items[start : start + CHUNK] for start in range(0, len(items), CHUNK)]
+
+
+def _marks(items: Sequence[object]) -> str:
+    return ", ".join("?" * len(items))

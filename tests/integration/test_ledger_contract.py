@@ -420,3 +420,20 @@ def test_the_default_clock_follows_freezegun(store_url: str) -> None:
     with freeze_time("2026-05-01T12:00:00Z"), Ledger.open(store_url, actor="frozen") as ledger:
         memory = ledger.remember("frozen in time")
         assert memory.recorded_at == datetime(2026, 5, 1, 12, tzinfo=UTC) == memory.valid_from
+
+
+def test_a_long_chain_is_read_in_parts_and_stays_in_log_order(
+    ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from erstwhile.projections import reader
+
+    monkeypatch.setattr(reader, "CHUNK", 2)  # five versions span three parts of each query
+    versions = [ledger.remember("v0", subject="orion", attribute="status", value=0)]
+    for n in range(1, 5):
+        clock.advance(hours=1)
+        versions.append(ledger.revise(versions[-1].id, f"v{n}", value=n))
+    ledger.forget(versions[2].id)
+    chain = ledger.chain(versions[4].id)
+    assert [m.content for m in chain] == ["v0", "v1", "v3", "v4"]
+    assert chain == [ledger.get(v.id) for v in versions if v.id != versions[2].id]
+    assert chain[2].supersedes == [versions[2].id]  # the forgotten one stays linked
