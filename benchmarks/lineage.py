@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from benchmarks.datasets import VERSIONS, PointQuery, claim, point_queries, subject_name
+from benchmarks.datasets import VERSIONS, PointQuery, claim, subject_name
 from benchmarks.harness import Result, interleaved, latency_pair
+from benchmarks.reads import Lookup, growth, questions_for
 from benchmarks.suite import Context, label
 from erstwhile import Ledger
 from erstwhile.eventstore import Backend
@@ -20,21 +21,24 @@ RAW_EVENT_READ = "raw read of the memory's rows from the events table by its ind
 
 def lineage_lookups(context: Context) -> list[Result]:
     """Time ``chain`` and one memory's ``events`` at every data set size of the preset,
-    and how the chain's p50 grows from the smallest size to the largest."""
+    then the chains of the smallest and largest sizes taking turns, for the growth."""
     sizes = context.sizes(context.preset.point_sizes)
-    results: list[Result] = []
-    medians: list[float] = []
-    for memories in sizes:
-        found = _lineage_at(context, memories)
-        results.extend(found)
-        medians.append(found[0].figure)
+    results = [row for memories in sizes for row in _lineage_at(context, memories)]
     if len(sizes) > 1:
-        results.append(
-            Result(f"chain p50 @{label(sizes[-1])} vs @{label(sizes[0])}", context.backend,
-                   medians[-1], medians[0], "ms", f"the same p50 at {label(sizes[0])} memories",
-                   "lineage")
-        )  # fmt: skip
+        results.append(growth(context, "chain", "lineage", sizes,
+                              lambda memories: _chain(context, memories)))  # fmt: skip
     return results
+
+
+def _chain(context: Context, memories: int) -> Lookup:
+    """``chain`` from a subject's latest version, on the data set of ``memories``."""
+    ledger = context.dataset(memories).ledger
+    latest = {q.index: _latest_id(context, ledger, q) for q in questions_for(context, memories)}
+
+    def chained(q: PointQuery) -> list[str]:
+        return [str(m.value) for m in ledger.chain(latest[q.index])]
+
+    return chained
 
 
 def _lineage_at(context: Context, memories: int) -> list[Result]:
@@ -45,15 +49,13 @@ def _lineage_at(context: Context, memories: int) -> list[Result]:
         "raw event reader", memories,
         lambda: context.scratch.event_reader(dataset.store, Backend.events_table),
     )  # fmt: skip
-    queries = point_queries(memories, context.preset.query_samples, context.preset.seed)
+    queries = questions_for(context, memories)
     latest = {q.index: _latest_id(context, dataset.ledger, q) for q in queries}
     seed = context.preset.seed
+    chained = _chain(context, memories)
 
     def expected(q: PointQuery) -> list[str]:
         return [claim(q.index, version, seed).value for version in range(VERSIONS)]
-
-    def chained(q: PointQuery) -> list[str]:
-        return [str(m.value) for m in dataset.ledger.chain(latest[q.index])]
 
     def replayed(q: PointQuery) -> list[str]:
         c = claim(q.index, 0, seed)

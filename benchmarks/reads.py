@@ -10,40 +10,64 @@ from collections.abc import Callable, Sequence
 
 from benchmarks.baselines import OPEN_END, micros, recorded_mark
 from benchmarks.datasets import VERSIONS, PointQuery, claim, point_queries, subject_name
-from benchmarks.harness import Result, interleaved, latency_pair
+from benchmarks.harness import Result, interleaved, latency_pair, percentile
 from benchmarks.suite import Context, label
 
 RAW_LOOKUP = "raw indexed lookup on a plain bitemporal table (index on subject, attribute)"
 REPLAY = "eventsourcing Aggregate per subject, replayed and folded per query"
+Lookup = Callable[[PointQuery], list[str]]
+"""One way of answering a point question."""
 
 
 def facts_lookups(context: Context) -> list[Result]:
-    """Run the as-of and known-at lookups at every data set size of the preset."""
+    """Run the as-of and known-at lookups at every data set size of the preset, then
+    the as-of lookups of the smallest and largest sizes taking turns, for the growth."""
     results: list[Result] = []
-    medians: list[float] = []
     sizes = context.sizes(context.preset.point_sizes)
     for memories in sizes:
-        found = as_of_lookups(context, memories) + known_at_lookups(context, memories)
-        results.extend(found)
-        medians.append(found[0].figure)
+        results += as_of_lookups(context, memories) + known_at_lookups(context, memories)
     if len(sizes) > 1:
-        results.append(
-            Result(f"facts as_of p50 @{label(sizes[-1])} vs @{label(sizes[0])}",
-                   context.backend, medians[-1], medians[0], "ms",
-                   f"the same p50 at {label(sizes[0])} memories", "facts")
-        )  # fmt: skip
+        results.append(growth(context, "facts as_of", "facts", sizes,
+                              lambda memories: _as_of(context, memories)))  # fmt: skip
     return results
 
 
-def as_of_lookups(context: Context, memories: int) -> list[Result]:
-    """Time ``facts(subject, attribute, as_of=V)`` and its two baselines."""
-    dataset, queries = context.dataset(memories), _queries(context, memories)
-    raw, replay = context.raw_facts(memories), context.replay(memories)
-    latest = OPEN_END - 1
+def growth(context: Context, name: str, group: str, sizes: Sequence[int],
+           asking: Callable[[int], Lookup]) -> Result:  # fmt: skip
+    """The p50 at the largest size against the p50 at the smallest, timed taking turns
+    question by question (each size's own questions), so that the machine's drift over
+    a run, which can outlast a minute between the two sizes' own passes, hits both."""
+    smallest, largest = sizes[0], sizes[-1]
+    ask_small, ask_large = asking(smallest), asking(largest)
+    pairs = list(
+        zip(questions_for(context, smallest), questions_for(context, largest), strict=True)
+    )
+    small, large = interleaved(
+        [lambda pair: ask_small(pair[0]), lambda pair: ask_large(pair[1])], pairs,
+        warmup=pairs[:3],
+    )  # fmt: skip
+    return Result(f"{name} p50 @{label(largest)} vs @{label(smallest)}", context.backend,
+                  percentile(large, 50), percentile(small, 50), "ms",
+                  f"the same p50 at {label(smallest)} memories, timed in turns", group)  # fmt: skip
+
+
+def _as_of(context: Context, memories: int) -> Lookup:
+    """``facts(subject, attribute, as_of=V)`` on the data set of ``memories``."""
+    dataset = context.dataset(memories)
 
     def ours(q: PointQuery) -> list[str]:
         c = claim(q.index, q.version, context.preset.seed)
         return [m.value for m in dataset.ledger.facts(c.subject, c.attribute, as_of=q.as_of)]
+
+    return ours
+
+
+def as_of_lookups(context: Context, memories: int) -> list[Result]:
+    """Time ``facts(subject, attribute, as_of=V)`` and its two baselines."""
+    queries = questions_for(context, memories)
+    raw, replay = context.raw_facts(memories), context.replay(memories)
+    latest = OPEN_END - 1
+    ours = _as_of(context, memories)
 
     def plain(q: PointQuery) -> list[str]:
         c = claim(q.index, q.version, context.preset.seed)
@@ -59,7 +83,7 @@ def as_of_lookups(context: Context, memories: int) -> list[Result]:
 def known_at_lookups(context: Context, memories: int) -> list[Result]:
     """Time ``facts(subject, attribute, known_at=T)``: what the ledger said at T was
     true at T, with T the end of one loading round, against its two baselines."""
-    dataset, queries = context.dataset(memories), _queries(context, memories)
+    dataset, queries = context.dataset(memories), questions_for(context, memories)
     raw, replay = context.raw_facts(memories), context.replay(memories)
 
     def ours(q: PointQuery) -> list[str]:
@@ -91,7 +115,7 @@ def _timeline_at(context: Context, memories: int) -> list[Result]:
     """Time ``timeline(subject, attribute)`` (nine rectangles: five versions, four of them
     superseded) against reading the same rows raw, after checking both agree."""
     dataset, raw = context.dataset(memories), context.raw_facts(memories)
-    queries = _queries(context, memories)
+    queries = questions_for(context, memories)
 
     def ours(q: PointQuery) -> list[tuple[str, int]]:
         c = claim(q.index, q.version, context.preset.seed)
@@ -111,11 +135,9 @@ def _timeline_at(context: Context, memories: int) -> list[Result]:
                         RAW_RECTANGLES, "timeline")  # fmt: skip
 
 
-def _queries(context: Context, memories: int) -> list[PointQuery]:
+def questions_for(context: Context, memories: int) -> list[PointQuery]:
+    """The point questions asked of the data set of ``memories`` (the same every run)."""
     return point_queries(memories, context.preset.query_samples, context.preset.seed)
-
-
-Lookup = Callable[[PointQuery], list[str]]
 
 
 def _compare(context: Context, memories: int, name: str, queries: Sequence[PointQuery],
