@@ -40,14 +40,8 @@ class Queries(LedgerCore):
         Forgotten memories are walked through (the links stay) but not returned.
         """
         start = self.get(memory_id).id
-        seen, frontier = {start}, [start]
         with translated_errors(), self.log.backend.read() as sql:
-            while frontier:
-                linked = self.reader.linked_ids(sql, frontier.pop())
-                fresh = [i for i in linked if i not in seen]
-                seen.update(fresh)
-                frontier.extend(fresh)
-            return self.reader.visible(sql, sorted(seen))
+            return self.reader.visible(sql, self.reader.lineage(sql, start))
 
     def facts(
         self,
