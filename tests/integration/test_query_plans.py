@@ -80,6 +80,9 @@ def revised(sqlite_url: str, clock: ManualClock) -> Iterator[tuple[Ledger, list[
 
 READS: dict[str, Callable[[Ledger, list[Any]], object]] = {
     "get": lambda ledger, versions: ledger.get(versions[1].id),
+    "get as known at": lambda ledger, versions: ledger.get(
+        versions[1].id, known_at=versions[2].recorded_at
+    ),
     "history": lambda ledger, versions: ledger.history(versions[1].id),
     "chain": lambda ledger, versions: ledger.chain(versions[0].id),
     "facts now": lambda ledger, versions: ledger.facts("orion", "database"),
