@@ -46,6 +46,12 @@ def explained(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, list[
     yield plans
 
 
+def walking(plans: list[tuple[str, list[str]]]) -> list[tuple[str, str]]:
+    """The (statement, plan step) pairs whose step walks a table or a namespace."""
+    return [(statement, step) for statement, steps in plans for step in steps
+            if WALKS.search(step)]  # fmt: skip
+
+
 @pytest.fixture
 def revised(sqlite_url: str, clock: ManualClock) -> Iterator[tuple[Ledger, list[Any]]]:
     """A SQLite ledger where one subject has three versions, among other memories: three
@@ -118,9 +124,7 @@ def test_a_point_read_never_walks_the_namespace(
         answer = READS[read](ledger, versions)
     assert answer  # the read found what it was asked about
     assert plans, "the read ran no SELECT through the ledger's SQLite connection"
-    walks = [(statement, step) for statement, steps in plans for step in steps
-             if WALKS.search(step)]  # fmt: skip
-    assert walks == []
+    assert walking(plans) == []
 
 
 def test_the_chain_reads_the_whole_lineage_as_get_reads_each(
@@ -157,6 +161,4 @@ def test_a_write_looks_for_what_it_may_replace_without_walking_the_namespace(
     with explained(monkeypatch) as plans:
         WRITES[write](ledger, versions)
     assert plans, "the write ran no SELECT through the ledger's SQLite connection"
-    walks = [(statement, step) for statement, steps in plans for step in steps
-             if WALKS.search(step)]  # fmt: skip
-    assert walks == []
+    assert walking(plans) == []
