@@ -209,12 +209,6 @@ class LedgerCore:
         with translated_errors(), self.log.backend.read() as sql:
             return self.reader.state(sql, as_id(memory_id))
 
-    def _visible(self, memory_id: UUID) -> Memory | None:
-        try:
-            return self.get(memory_id)
-        except NotFound:
-            return None
-
     def _append_one(self, event: LedgerEvent, erase: Sequence[UUID] = ()) -> None:
         result = self.log.append(
             lambda _start: [event],

@@ -28,11 +28,18 @@ class Queries(LedgerCore):
     """history, chain, facts, timeline, events, search."""
 
     def history(self, memory_id: UUID | str) -> History:
-        """Return a memory with what superseded it and what it superseded (one level)."""
-        memory = self.get(memory_id)
-        successor = self._visible(memory.superseded_by) if memory.superseded_by else None
-        earlier = [m for m in (self._visible(i) for i in memory.supersedes) if m is not None]
-        return History(memory=memory, superseded_by=successor, supersedes=earlier)
+        """Return a memory with what superseded it and what it superseded (one level),
+        read in one transaction (forgotten neighbours are left out)."""
+        key = as_id(memory_id)
+        with translated_errors(), self.log.backend.read() as sql:
+            memory = self.reader.get(sql, key)
+            successor_ids = [memory.superseded_by] if memory.superseded_by else []
+            linked = {m.id: m for m in self.reader.visible(sql, successor_ids + memory.supersedes)}
+        return History(
+            memory=memory,
+            superseded_by=linked.get(memory.superseded_by) if memory.superseded_by else None,
+            supersedes=[linked[i] for i in memory.supersedes if i in linked],
+        )
 
     def chain(self, memory_id: UUID | str) -> list[Memory]:
         """Return the whole lineage through supersession, both ways, in log order.
