@@ -159,9 +159,11 @@ class ProjectionRunner:
         grown to twice the position they were last analyzed at (from
         :data:`ANALYZE_FLOOR` events), since without statistics PostgreSQL plans a grown
         table as if it were empty (a search then walks every memory); then let each
-        projection do its own upkeep. SQLite needs no statistics; its ``analyze`` does
-        nothing. A shadow build does none of this: it leaves the live tables as they
-        are, and the rebuild analyzes what it swaps in (ANALYZE of the live tables at each
+        projection do its own upkeep. SQLite runs without statistics (its ``analyze``
+        does nothing): its queries are written so that its fixed rules pick the index
+        that fits (docs/decisions.md, "Queries leave SQLite one good index"). A shadow
+        build does none of this: it leaves the live tables as they are, and the rebuild
+        analyzes what it swaps in (ANALYZE of the live tables at each
         doubling of a build from 0 took an eighth of a PostgreSQL rebuild)."""
         if self.shadow is not None:
             return
