@@ -220,6 +220,21 @@ def test_verify_finds_a_changed_column(
     assert (report.ok, report.first_break) == (False, broken_at)
 
 
+def test_verify_finds_a_memory_id_rewritten_in_capitals(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    # SQLite stores ids as text: the chain covers the text as stored, so an id rewritten
+    # to another spelling of the same UUID breaks it too.
+    ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester", clock=clock)
+    for n in range(3):
+        ledger.remember(f"memory {n}")
+    tamper(sqlite_url, "UPDATE erstwhile_events SET originator_id = upper(originator_id) "
+                       "WHERE position = 2")  # fmt: skip
+    report = ledger.verify()
+    ledger.close()
+    assert (report.ok, report.first_break) == (False, 2)
+
+
 def test_verify_finds_a_flipped_payload_byte(store_url: str, ledger: Ledger) -> None:
     for n in range(4):
         ledger.remember(f"memory {n}")
