@@ -59,6 +59,10 @@ class AppendResult:
         return self.events[-1].position
 
 
+NO_POSITION = 2**62
+"""A position past any event's: where no event was recorded at or after an instant."""
+
+
 @dataclass(frozen=True)
 class EventFilter:
     """Which events to read: positions ``(after, until]``, instants ``[since, before)``."""
@@ -71,13 +75,24 @@ class EventFilter:
     actor: str | None = None
     namespace: str | None = None
 
-    def where(self) -> tuple[str, list[Any]]:
-        """Return the SQL condition and its parameters."""
+    def where(self, table: str) -> tuple[str, list[Any]]:
+        """Return the SQL condition on ``table`` (the events table) and its parameters.
+
+        An instant bound becomes a position bound: ``recorded_at`` grows with
+        ``position`` (an append stamps ``max(now, last + 1 µs)``, a restore refuses an
+        instant that does not), so the first event recorded at or after an instant,
+        found through the ``recorded_at`` index, splits the log. As a filter on the
+        rows, a bound read the namespace's log from its start up to the instant
+        (``since``), or past it to its end (``before``)."""
+        first_at = (
+            f"COALESCE((SELECT position FROM {table} WHERE recorded_at >= ? "
+            f"ORDER BY recorded_at LIMIT 1), {NO_POSITION})"
+        )
         terms: list[tuple[str, Any]] = [
             ("position > ?", self.after),
             ("position <= ?", self.until),
-            ("recorded_at >= ?", self.since and to_micros(self.since)),
-            ("recorded_at < ?", self.before and to_micros(self.before)),
+            (f"position >= {first_at}", self.since and to_micros(self.since)),
+            (f"position < {first_at}", self.before and to_micros(self.before)),
             ("originator_id = ?", self.memory_id),
             ("actor = ?", self.actor),
             ("namespace = ?", None if self.memory_id is not None else self.namespace),
@@ -239,7 +254,7 @@ class EventLog:
         self, sql: Sql, selection: EventFilter, limit: int | None = None
     ) -> list[RecordedEvent]:
         """Return the selected events in log order, inside an open transaction."""
-        condition, params = selection.where()
+        condition, params = selection.where(self.table)
         statement = f"SELECT * FROM {self.table} WHERE {condition} ORDER BY {selection.order}"
         if limit is not None:
             statement += " LIMIT ?"

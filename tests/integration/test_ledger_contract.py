@@ -367,6 +367,16 @@ def test_events_stream_with_filters(open_ledger: OpenLedger, clock: ManualClock)
     assert [e.position for e in planner.events(since=since)] == [2, 3]
     assert [e.position for e in planner.events(before=since)] == [1]
     assert planner.head() == 4
+    # Bounds past either end of the log, and an instant between two events.
+    first, last = logged[0].recorded_at, logged[-1].recorded_at
+    assert [e.position for e in planner.events(since=last + timedelta(hours=1))] == []
+    assert [e.position for e in planner.events(before=last + timedelta(hours=1))] == [1, 2, 3]
+    assert [e.position for e in planner.events(since=first - timedelta(hours=1))] == [1, 2, 3]
+    assert [e.position for e in planner.events(before=first - timedelta(hours=1))] == []
+    between = since + timedelta(minutes=30)
+    assert [e.position for e in planner.events(since=between)] == [3]
+    assert [e.position for e in planner.events(since=since, before=between)] == [2]
+    assert [e.position for e in planner.events(before=between, after=1)] == [2]
 
 
 def test_rebuild_gives_identical_answers(ledger: Ledger, clock: ManualClock) -> None:

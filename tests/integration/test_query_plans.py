@@ -100,6 +100,12 @@ READS: dict[str, Callable[[Ledger, list[Any]], object]] = {
     ),
     "timeline": lambda ledger, versions: ledger.timeline("orion", "database"),
     "events of one memory": lambda ledger, versions: list(ledger.events(memory_id=versions[1].id)),
+    "events since an instant": lambda ledger, versions: list(
+        ledger.events(since=versions[2].recorded_at)
+    ),
+    "events before an instant": lambda ledger, versions: list(
+        ledger.events(before=versions[1].recorded_at, after=2)
+    ),
     "conflicts about one subject": lambda ledger, versions: ledger.conflicts("lumen"),
     "open proposals": lambda ledger, versions: ledger.proposals(),
     "knows": lambda ledger, versions: ledger.knows(versions[2].id, versions[0].id),
