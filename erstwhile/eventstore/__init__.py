@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import Backend, Sql, translated_errors
+from erstwhile.eventstore.backend import Backend, Sql, in_lists, marks, translated_errors
 from erstwhile.eventstore.log import AppendResult, EventFilter, EventLog
 from erstwhile.eventstore.records import IdempotencyClaim, RecordedEvent
 
@@ -26,6 +26,8 @@ __all__ = [
     "IdempotencyClaim",
     "RecordedEvent",
     "Sql",
+    "in_lists",
+    "marks",
     "open_backend",
     "resolve_url",
     "translated_errors",

@@ -42,6 +42,21 @@ class Sql(Protocol):
         before that ``execute`` changes. Elsewhere it does nothing."""
 
 
+IN_LIST = 500
+"""Values asked for in one ``IN (...)`` list at most: a list as long as the ids asked
+for could pass the backends' limits on parameters (65,535 on PostgreSQL)."""
+
+
+def marks(values: Sequence[object]) -> str:
+    """The ``?, ?, ...`` of an ``IN`` list of these values."""
+    return ", ".join("?" * len(values))
+
+
+def in_lists(values: Sequence[str]) -> list[list[str]]:
+    """The values in parts of at most :data:`IN_LIST`, one ``IN`` list each."""
+    return [list(values[start : start + IN_LIST]) for start in range(0, len(values), IN_LIST)]
+
+
 class Backend(ABC):
     """One database holding the log, the tracking table and the projections."""
 

@@ -22,7 +22,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import Sql
+from erstwhile.eventstore.backend import Sql, in_lists, marks
 
 SENSITIVE_FIELDS = ("content", "value", "entities", "evidence", "metadata")
 MASTER_KEY_VARIABLE = "ERSTWHILE_MASTER_KEY"
@@ -107,11 +107,10 @@ class KeyRing:
         being decoded then turns no id into text and back)."""
         wanted = sorted(set(memory_ids))
         found: dict[str, bytes] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
+        for chunk in in_lists(wanted):
             sql.execute(
                 "SELECT memory_id, key_bytes, wrapped FROM erstwhile_keys "
-                f"WHERE memory_id IN ({', '.join('?' * len(chunk))})",
+                f"WHERE memory_id IN ({marks(chunk)})",
                 chunk,
             )
             for row in sql.fetchall():

@@ -17,7 +17,7 @@ from erstwhile.domain.bar import ClaimView, canonical_json
 from erstwhile.domain.events import Asserted
 from erstwhile.domain.memory import Kind, State
 from erstwhile.domain.time import Window, end_from_micros, from_micros
-from erstwhile.eventstore import RecordedEvent, Sql
+from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 
 CLAIM_SELECT = (
     "SELECT m.id, m.kind, v.state, m.subject_key, m.attribute_key, m.entities, m.valid_from, "
@@ -152,9 +152,9 @@ def _current_claims(sql: Sql, ids: list[str]) -> dict[str, ClaimView]:
     state ``current`` (any later event closes it for good), which is the one a
     candidate was found current in."""
     found: dict[str, ClaimView] = {}
-    for chunk in _chunks(ids, 500):
+    for chunk in in_lists(ids):
         sql.execute(
-            CLAIM_SELECT + f"WHERE v.state = 'current' AND v.memory_id IN ({_marks(chunk)})",
+            CLAIM_SELECT + f"WHERE v.state = 'current' AND v.memory_id IN ({marks(chunk)})",
             chunk,
         )
         found.update((row["id"], claim_from_row(row)) for row in sql.fetchall())
@@ -171,9 +171,9 @@ def _by_key(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
             subjects_by_attribute.setdefault(claim.attribute_key, set()).add(claim.subject_key)
     rows: list[Any] = []
     for attribute, subjects in sorted(subjects_by_attribute.items()):
-        for chunk in _chunks(sorted(subjects), 500):
+        for chunk in in_lists(sorted(subjects)):
             sql.execute(
-                KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.subject_key IN ({_marks(chunk)}) "
+                KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.subject_key IN ({marks(chunk)}) "
                 "AND v.attribute_key = ?",
                 [*span, *chunk, attribute],
             )
@@ -200,9 +200,9 @@ def _by_id(sql: Sql, span: list[Any], ids: list[str]) -> list[Any]:
     ``remember`` naming shared entities took 33 ms at 20k memories against 3.5 ms at 2k."""
     rows: list[Any] = []
     _, latest, earliest = span
-    for chunk in _chunks(ids, 500):
+    for chunk in in_lists(ids):
         sql.execute(
-            KNOWN_SELECT + "WHERE " + KNOWN_BETWEEN + f"AND v.memory_id IN ({_marks(chunk)})",
+            KNOWN_SELECT + "WHERE " + KNOWN_BETWEEN + f"AND v.memory_id IN ({marks(chunk)})",
             [latest, earliest, *chunk],
         )
         rows += sql.fetchall()
@@ -217,20 +217,12 @@ def _entity_members(
     whatever the planner thinks of the tables)."""
     names = sorted({entity for claim in claims for entity in claim.entities})
     found: dict[str, list[tuple[str, bool]]] = {}
-    for chunk in _chunks(names, 500):
+    for chunk in in_lists(names):
         sql.execute(
             "SELECT memory_id, entity, keyed FROM memory_entities "
-            f"WHERE namespace = ? AND entity IN ({_marks(chunk)})",
+            f"WHERE namespace = ? AND entity IN ({marks(chunk)})",
             [namespace, *chunk],
         )
         for row in sql.fetchall():
             found.setdefault(row["entity"], []).append((str(row["memory_id"]), bool(row["keyed"])))
     return found
-
-
-def _marks(items: Sequence[object]) -> str:
-    return ", ".join("?" * len(items))
-
-
-def _chunks(items: list[str], size: int) -> list[list[str]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]

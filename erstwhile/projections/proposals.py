@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from erstwhile.domain.bar import clears_bar
 from erstwhile.domain.events import Asserted, LedgerEvent, ProposalRejected, Superseded, proposal_id
-from erstwhile.eventstore import RecordedEvent, Sql
+from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.candidates import candidates_many, claim_from_event
@@ -88,11 +88,8 @@ class ProposalsProjection(Projection):
     def _existing(self, sql: Sql, pairs: list[str]) -> set[str]:
         """The pairs already recorded (a fold that repeats is a no-op)."""
         found: set[str] = set()
-        for start in range(0, len(pairs), 500):
-            chunk = pairs[start : start + 500]
-            sql.execute(
-                f"SELECT id FROM proposals WHERE id IN ({', '.join('?' * len(chunk))})", chunk
-            )
+        for chunk in in_lists(pairs):
+            sql.execute(f"SELECT id FROM proposals WHERE id IN ({marks(chunk)})", chunk)
             found.update(str(row["id"]) for row in sql.fetchall())
         return found
 

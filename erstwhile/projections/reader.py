@@ -20,7 +20,7 @@ from erstwhile.domain.memory import Kind, Memory, State, claim_of, normalise_lab
 from erstwhile.domain.time import OPEN_END, Window, end_from_micros, from_micros, to_micros
 from erstwhile.domain.views import Rectangle
 from erstwhile.domain.writes import Existing
-from erstwhile.eventstore import RecordedEvent, Sql
+from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded
 from erstwhile.projections.memories import MEMORY_COLUMNS
 
@@ -312,9 +312,9 @@ class MemoryReader:
         found by id alone and their namespace checked here: with the namespace in the
         query, SQLite (which keeps no statistics) walked the namespace's index."""
         rows = []
-        for chunk in _chunks([str(memory_id) for memory_id in ids]):
+        for chunk in in_lists([str(memory_id) for memory_id in ids]):
             sql.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({_marks(chunk)})", chunk
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks(chunk)})", chunk
             )
             rows += [
                 row
@@ -366,27 +366,14 @@ class MemoryReader:
         """Return the ids each of ``memory_ids`` supersedes, as known at ``recorded``, in
         log order (memories that supersede nothing are left out)."""
         found: dict[str, list[UUID]] = {}
-        for chunk in _chunks([str(memory_id) for memory_id in memory_ids]):
+        for chunk in in_lists([str(memory_id) for memory_id in memory_ids]):
             sql.execute(
                 "SELECT v.superseded_by, v.memory_id FROM memory_versions v "
                 "JOIN memories m ON m.id = v.memory_id "
-                f"WHERE v.superseded_by IN ({_marks(chunk)}) "
+                f"WHERE v.superseded_by IN ({marks(chunk)}) "
                 "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
                 [*chunk, recorded, recorded],
             )
             for row in sql.fetchall():
                 found.setdefault(row["superseded_by"], []).append(UUID(row["memory_id"]))
         return found
-
-
-CHUNK = 500
-"""Ids asked for in one ``IN`` list at most (a long lineage could pass the backends'
-limits on parameters: 65,535 on PostgreSQL)."""
-
-
-def _chunks(items: list[str]) -> list[list[str]]:
-    return [items[start : start + CHUNK] for start in range(0, len(items), CHUNK)]
-
-
-def _marks(items: Sequence[object]) -> str:
-    return ", ".join("?" * len(items))

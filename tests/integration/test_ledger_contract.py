@@ -435,9 +435,9 @@ def test_the_default_clock_follows_freezegun(store_url: str) -> None:
 def test_a_long_chain_is_read_in_parts_and_stays_in_log_order(
     ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from erstwhile.projections import reader
+    from erstwhile.eventstore import backend
 
-    monkeypatch.setattr(reader, "CHUNK", 2)  # five versions span three parts of each query
+    monkeypatch.setattr(backend, "IN_LIST", 2)  # five versions span three parts of each query
     versions = [ledger.remember("v0", subject="orion", attribute="status", value=0)]
     for n in range(1, 5):
         clock.advance(hours=1)
