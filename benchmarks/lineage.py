@@ -30,13 +30,14 @@ def lineage_lookups(context: Context) -> list[Result]:
     return results
 
 
-def _chain(context: Context, memories: int) -> Lookup:
-    """``chain`` from a subject's latest version, on the data set of ``memories``."""
+def _chain(context: Context, memories: int, latest: dict[int, UUID] | None = None) -> Lookup:
+    """``chain`` from a subject's latest version, on the data set of ``memories``
+    (``latest``: each question's latest version, when already looked up)."""
     ledger = context.dataset(memories).ledger
-    latest = {q.index: _latest_id(context, ledger, q) for q in questions_for(context, memories)}
+    ids = latest if latest is not None else _latest_ids(context, memories)
 
     def chained(q: PointQuery) -> list[str]:
-        return [str(m.value) for m in ledger.chain(latest[q.index])]
+        return [str(m.value) for m in ledger.chain(ids[q.index])]
 
     return chained
 
@@ -50,9 +51,9 @@ def _lineage_at(context: Context, memories: int) -> list[Result]:
         lambda: context.scratch.event_reader(dataset.store, Backend.events_table),
     )  # fmt: skip
     queries = questions_for(context, memories)
-    latest = {q.index: _latest_id(context, dataset.ledger, q) for q in queries}
+    latest = _latest_ids(context, memories)
     seed = context.preset.seed
-    chained = _chain(context, memories)
+    chained = _chain(context, memories, latest)
 
     def expected(q: PointQuery) -> list[str]:
         return [claim(q.index, version, seed).value for version in range(VERSIONS)]
@@ -82,8 +83,12 @@ def _lineage_at(context: Context, memories: int) -> list[Result]:
     ]  # fmt: skip
 
 
-def _latest_id(context: Context, ledger: Ledger, q: PointQuery) -> UUID:
-    """The id of the subject's latest version (looked up once, untimed)."""
-    c = claim(q.index, VERSIONS - 1, context.preset.seed)
-    (memory,) = ledger.facts(c.subject, c.attribute)
-    return memory.id
+def _latest_ids(context: Context, memories: int) -> dict[int, UUID]:
+    """Each question's subject's latest version, by subject index (looked up untimed)."""
+    ledger: Ledger = context.dataset(memories).ledger
+    found = {}
+    for q in questions_for(context, memories):
+        c = claim(q.index, VERSIONS - 1, context.preset.seed)
+        (memory,) = ledger.facts(c.subject, c.attribute)
+        found[q.index] = memory.id
+    return found
