@@ -199,7 +199,12 @@ class MemoriesProjection(Projection):
             self._forget(sql, record, event, memory_id)
 
     def _forget(self, sql: Sql, record: RecordedEvent, event: Forgotten, memory_id: str) -> None:
-        """Hide the memory; a hard forget also wipes its claim, keeping the skeleton."""
+        """Hide the memory; a hard forget also wipes its claim, keeping the skeleton.
+
+        ``erased_at`` is the hard forget's instant. A fold of the log after the key was
+        destroyed (a rebuild, a follower behind) meets the ``Asserted`` already erased
+        and marks it at once with its own instant, which the forget then replaces, so
+        every fold ends with the same row (a memory is hard-forgotten at most once)."""
         instant = record.recorded_micros
         sql.execute(
             "UPDATE memories SET state = ?, forgotten_at = COALESCE(forgotten_at, ?), version = ? "
@@ -209,7 +214,7 @@ class MemoriesProjection(Projection):
         if event.hard:
             sql.execute(
                 "UPDATE memories SET content = NULL, value = NULL, entities = '[]', "
-                "evidence = '[]', metadata = NULL, erased_at = COALESCE(erased_at, ?) "
+                "evidence = '[]', metadata = NULL, erased_at = ? "
                 "WHERE id = ?",
                 (instant, memory_id),
             )
