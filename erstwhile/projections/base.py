@@ -65,6 +65,12 @@ class Projection(ABC):
         """Upkeep that must run outside a transaction once a fold has committed (none by
         default)."""
 
+    def caught_up(self, sql: Sql) -> None:  # noqa: B027 - optional hook
+        """Make the writes this projection put off while a shadow build caught up with
+        the log (none by default); ``sql`` writes to the build's shadow tables. It runs
+        once per build, before the last events are folded and the tables swapped in, in
+        a transaction of its own so that writers are not held up by it."""
+
     def apply_many(self, sql: Sql, batch: Folded) -> None:
         """Fold a batch of events, in order, with each statement's writes grouped.
 
@@ -238,6 +244,7 @@ class ProjectionRunner:
                 projection.create(shadow.wrap(sql))
                 self.backend.reset_tracking(sql, builder._tracking_name(projection))
         builder.catch_up(progress=progress)
+        builder.finish_catching_up()
         for attempt in range(SWAP_ATTEMPTS):
             try:
                 with translated_errors(), self.backend.write() as sql:
@@ -252,6 +259,17 @@ class ProjectionRunner:
                     raise
                 time.sleep(0.05 * (attempt + 1))
                 builder.catch_up()
+
+    def finish_catching_up(self) -> None:
+        """In a shadow build that has caught up with the log: let each projection make
+        the writes it put off (see :meth:`Projection.caught_up`); from here on the build
+        folds as the live projections do."""
+        if self.shadow is None or self.shadow.caught_up:
+            return
+        with translated_errors(), self.backend.write(durable=False, bulk=True) as sql:
+            for projection in self.projections:
+                projection.caught_up(self.shadow.wrap(sql))
+        self.shadow.caught_up = True
 
     def _swap(self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection]) -> None:
         for projection in chosen:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from erstwhile.eventstore import Sql
@@ -23,13 +23,20 @@ SUFFIX = "__shadow"
 INDEX = re.compile(r"(CREATE INDEX IF NOT EXISTS )(\w+)")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Shadow:
-    """Which tables are rebuilt, under which names, with which index tag."""
+    """Which tables are rebuilt, under which names, with which index tag; and how far
+    the build has come."""
 
     renames: dict[str, str]
     tag: str
     suffix: str = SUFFIX
+    caught_up: bool = False
+    """Set once the build has caught up with the log for the first time: from then on
+    every projection writes as it does outside a build (see
+    :meth:`~erstwhile.projections.base.Projection.caught_up`)."""
+    deferred: dict[str, Any] = field(default_factory=dict)
+    """What projections put off until the build has caught up, by projection name."""
 
     @classmethod
     def of(cls, projections: Sequence[Projection]) -> Shadow:
@@ -47,8 +54,9 @@ class ShadowSql:
 
     def __init__(self, sql: Sql, shadow: Shadow) -> None:
         self.raw = sql.raw
+        self.shadow = shadow
+        """The build these statements belong to."""
         self._sql = sql
-        self._shadow = shadow
         names = "|".join(sorted(shadow.renames, key=len, reverse=True))
         self._tables = re.compile(rf"\b({names})\b")
         self._cache: dict[str, str] = {}
@@ -56,8 +64,8 @@ class ShadowSql:
     def _rewrite(self, statement: str) -> str:
         rewritten = self._cache.get(statement)
         if rewritten is None:
-            rewritten = INDEX.sub(rf"\g<1>\g<2>_{self._shadow.tag}", statement)
-            rewritten = self._tables.sub(lambda m: self._shadow.renames[m.group(1)], rewritten)
+            rewritten = INDEX.sub(rf"\g<1>\g<2>_{self.shadow.tag}", statement)
+            rewritten = self._tables.sub(lambda m: self.shadow.renames[m.group(1)], rewritten)
             self._cache[statement] = rewritten
         return rewritten
 
