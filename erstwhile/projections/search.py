@@ -223,8 +223,14 @@ class DeferredLiveWrites(LiveWrites):
         return len(removed) - removed.count(None)
 
 
-FILL_LIVE = f"INSERT INTO {LIVE} (rowid, body) SELECT rowid, body FROM {FULL} WHERE rowid = ?"
-"""SQLite: copy one memory's row from the full index into the live one."""
+FILL_LIVE = (
+    f"INSERT INTO {LIVE} (rowid, body) SELECT rowid, body FROM {FULL} "
+    "WHERE rowid IN (SELECT value FROM json_each(?))"
+)
+"""SQLite: copy memories' rows (positions as a JSON list) from the full index into the
+live one: 4.4 µs a row in one statement, against 32 as a statement per row."""
+FILL_CHUNK = 50_000
+"""SQLite: how many positions one :data:`FILL_LIVE` statement copies."""
 
 
 def upkeep(sql: Sql, removed: int) -> None:
@@ -347,7 +353,9 @@ class SearchProjection(Projection):
         if not self.sqlite or not isinstance(sql, ShadowSql):
             return
         positions = sorted(sql.shadow.deferred.pop(self.name, {}).values())
-        sql.executemany(FILL_LIVE, [(position,) for position in positions])
+        for start in range(0, len(positions), FILL_CHUNK):
+            chunk = positions[start : start + FILL_CHUNK]
+            sql.execute(FILL_LIVE, (orjson.dumps(chunk).decode(),))
         sql.execute(f"SELECT count(*) AS size FROM {LIVE}")
         budget = max(UPKEEP_FLOOR, sql.fetchone()["size"] // UPKEEP_SHARE)
         sql.execute(f"UPDATE {UPKEEP} SET removed = 0, budget = ?", (budget,))
