@@ -67,9 +67,10 @@ class Projection(ABC):
 
     def caught_up(self, sql: Sql) -> None:  # noqa: B027 - optional hook
         """Make the writes this projection put off while a shadow build caught up with
-        the log (none by default); ``sql`` writes to the build's shadow tables. It runs
-        once per build, before the last events are folded and the tables swapped in, in
-        a transaction of its own so that writers are not held up by it."""
+        the log, kept in ``Shadow.deferred`` under its name (none by default); ``sql``
+        writes to the build's shadow tables. It runs once per build that put something
+        off, before the last events are folded and the tables swapped in, in a
+        transaction of its own so that writers are not held up by it."""
 
     def apply_many(self, sql: Sql, batch: Folded) -> None:
         """Fold a batch of events, in order, with each statement's writes grouped.
@@ -266,9 +267,11 @@ class ProjectionRunner:
         folds as the live projections do."""
         if self.shadow is None or self.shadow.caught_up:
             return
-        with translated_errors(), self.backend.write(durable=False, bulk=True) as sql:
-            for projection in self.projections:
-                projection.caught_up(self.shadow.wrap(sql))
+        deferring = [p for p in self.projections if p.name in self.shadow.deferred]
+        if deferring:
+            with translated_errors(), self.backend.write(durable=False, bulk=True) as sql:
+                for projection in deferring:
+                    projection.caught_up(self.shadow.wrap(sql))
         self.shadow.caught_up = True
 
     def _swap(self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection]) -> None:
