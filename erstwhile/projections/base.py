@@ -67,10 +67,10 @@ class Projection(ABC):
 
     def caught_up(self, sql: Sql) -> None:  # noqa: B027 - optional hook
         """Make the writes this projection put off while a shadow build caught up with
-        the log, kept in ``Shadow.deferred`` under its name (none by default); ``sql``
-        writes to the build's shadow tables. It runs once per build that put something
-        off, before the last events are folded and the tables swapped in, in a
-        transaction of its own so that writers are not held up by it."""
+        the log (none by default; one that puts writes off names itself in
+        ``Shadow.deferred``); ``sql`` writes to the build's shadow tables. It runs once per
+        build that put something off, before the last events are folded and the tables
+        swapped in, in a transaction of its own so that writers are not held up by it."""
 
     def apply_many(self, sql: Sql, batch: Folded) -> None:
         """Fold a batch of events, in order, with each statement's writes grouped.

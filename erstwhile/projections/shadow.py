@@ -35,8 +35,8 @@ class Shadow:
     """Set once the build has caught up with the log for the first time: from then on
     every projection writes as it does outside a build (see
     :meth:`~erstwhile.projections.base.Projection.caught_up`)."""
-    deferred: dict[str, Any] = field(default_factory=dict)
-    """What projections put off until the build has caught up, by projection name."""
+    deferred: set[str] = field(default_factory=set)
+    """The projections that put writes off until the build has caught up."""
 
     @classmethod
     def of(cls, projections: Sequence[Projection]) -> Shadow:

@@ -16,7 +16,7 @@ import pytest
 
 from erstwhile import Ledger
 from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
-from erstwhile.projections import MemoriesProjection, search
+from erstwhile.projections import MemoriesProjection
 from tests.conftest import ManualClock, OpenLedger
 
 MAR = "2026-03-01T00:00:00Z"
@@ -26,7 +26,7 @@ TABLES = {
 }  # fmt: skip
 SEARCH_TABLES = {
     "sqlite": {"memory_search": "rowid", "memory_search_live": "rowid",
-               "memory_search_keys": "memory_id"},
+               "memory_search_keys": "memory_id", "memory_search_pending": "position"},
     "postgresql": {"memory_search": "memory_id"},
 }  # fmt: skip
 
@@ -206,7 +206,7 @@ def test_sigkill_during_catch_up_leaves_projections_a_rebuild_would_give(
 
 
 def test_a_rebuild_gives_the_live_index_the_fold_gave_and_keeps_writes_made_meanwhile(
-    open_ledger: OpenLedger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+    open_ledger: OpenLedger, clock: ManualClock
 ) -> None:
     """On SQLite a shadow build puts the live index off until it has caught up with the
     log, then fills it at once: it must hold exactly what folding event by event gave,
@@ -230,7 +230,6 @@ def test_a_rebuild_gives_the_live_index_the_fold_gave_and_keeps_writes_made_mean
     answers = lambda: [ids(ledger.search(q, limit=50)) for q in questions]  # noqa: E731
     rows, before = dump(ledger), answers()
     ledger.runner.batch = 4
-    monkeypatch.setattr(search, "FILL_CHUNK", 2)  # the fill in several statements
     ledger.rebuild()
     assert dump(ledger) == rows
     assert answers() == before
