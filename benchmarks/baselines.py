@@ -86,6 +86,9 @@ def documents(memories: int, seed: int) -> Iterable[str]:
 class RawStore(ABC):
     """Plain tables on one backend, written and read through the bare driver."""
 
+    connection: Any
+    """The bare driver's connection (sqlite3's or psycopg's), in autocommit."""
+
     @abstractmethod
     def commit_one(self, row: RawRow) -> None:
         """Insert one log row and commit it durably."""
@@ -105,6 +108,12 @@ class RawStore(ABC):
     @abstractmethod
     def rectangles(self, subject: str, attribute: str) -> list[Any]:
         """Return every row about ``subject`` and ``attribute``, in recorded order."""
+
+    def conflicting_keys(self) -> list[tuple[str, str]]:
+        """Return the (subject, attribute) keys of which two rows known now disagree on
+        the value over overlapping valid windows."""
+        rows = self.connection.execute(CONFLICTING_KEYS.format(OPEN_END)).fetchall()
+        return sorted((row[0], row[1]) for row in rows)
 
     @abstractmethod
     def load_documents(self, texts: Iterable[str]) -> None:
@@ -132,6 +141,14 @@ RECTANGLES = (
     "SELECT value, valid_from, valid_until, recorded_from, recorded_until FROM raw_facts "
     "WHERE subject = {0} AND attribute = {0} ORDER BY recorded_from"
 )
+CONFLICTING_KEYS = (
+    "SELECT DISTINCT a.subject, a.attribute FROM raw_facts a JOIN raw_facts b "
+    "ON b.subject = a.subject AND b.attribute = a.attribute AND b.valid_from < a.valid_until "
+    "AND a.valid_from < b.valid_until AND b.value <> a.value "
+    "WHERE a.recorded_until = {0} AND b.recorded_until = {0}"
+)
+"""Keys with two rows known now that disagree over a shared valid window (a self-join
+through the key index)."""
 FACTS_LOOKUP = (
     "SELECT value, content FROM raw_facts WHERE subject = {0} AND attribute = {0} "
     "AND valid_from <= {0} AND valid_until > {0} AND recorded_from <= {0} "

@@ -156,7 +156,7 @@ def workloads() -> dict[str, Workload]:
 
     ``proposal`` writes into the shared data sets, so it runs after the reads.
     """
-    from benchmarks import lineage, reads, rebuild, search, writes
+    from benchmarks import conflicts, lineage, reads, rebuild, search, writes
 
     return {
         "remember": writes.remember_latency,
@@ -165,6 +165,7 @@ def workloads() -> dict[str, Workload]:
         "timeline": reads.timeline_lookups,
         "lineage": lineage.lineage_lookups,
         "search": search.search_latency,
+        "conflicts": conflicts.conflicts_reports,
         "proposal": writes.proposal_check,
         "rebuild": rebuild.rebuild_rate,
     }
