@@ -345,6 +345,20 @@ def test_recorded_at_strictly_increases_even_when_the_clock_steps_back(
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
 
 
+def test_events_stream_every_event_once_across_growing_pages(ledger: Ledger) -> None:
+    """The stream reads pages of 50, 200, 800 and then 1,000 events: every event comes
+    once, in log order, whatever page an ``after`` or ``until`` bound falls in."""
+    ledger.remember_many({"content": f"note {n}"} for n in range(1_300))
+    assert [e.position for e in ledger.events()] == list(range(1, 1_301))
+    assert [e.position for e in ledger.events(after=49, until=1_051)] == list(range(50, 1_052))
+    taken = []
+    for event in ledger.events(after=1_000):
+        taken.append(event.position)
+        if len(taken) == 3:
+            break
+    assert taken == [1_001, 1_002, 1_003]
+
+
 def test_events_stream_with_filters(open_ledger: OpenLedger, clock: ManualClock) -> None:
     planner = open_ledger(namespace="acme", actor="planner")
     executor = open_ledger(namespace="acme", actor="executor")
