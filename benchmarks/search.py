@@ -1,7 +1,8 @@
 """Full-text search: ``search(question)`` over a data set of short sentences, against a
 raw FTS5 ``MATCH`` (SQLite) or ``tsvector`` query (PostgreSQL) on a plain table holding
-the same documents; and the same questions filtered by a subject, or asked ``as_of`` an
-instant inside an older version's window, against themselves asked plainly."""
+the same documents; and the same questions filtered by a subject, asked ``as_of`` an
+instant inside an older version's window, or ``known_at`` the end of an earlier round of
+the load, against themselves asked plainly."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def search_latency(context: Context) -> list[Result]:
 
 def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result]:
     """Time both ways of searching one data set, after checking both find something."""
-    ledger = context.dataset(memories).ledger
+    dataset = context.dataset(memories)
+    ledger = dataset.ledger
 
     def build() -> RawStore:
         raw = context.scratch.raw(f"raw_docs_{label(memories).lower()}")
@@ -58,6 +60,12 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
         [lambda p: ledger.search(p[0], as_of=p[1]), lambda p: ledger.search(p[0])],
         back, back[:3],
     )  # fmt: skip
+    # As the ledger knew it at the end of an earlier round (of the first four).
+    then = [(q, dataset.marks[rng.randrange(VERSIONS - 1)]) for q in asked]
+    believed, believed_now = interleaved(
+        [lambda p: ledger.search(p[0], known_at=p[1]), lambda p: ledger.search(p[0])],
+        then, then[:3],
+    )  # fmt: skip
     return [
         *latency_pair(f"search @{label(memories)}", context.backend, ours, theirs,
                       RAW_SEARCH[context.backend], "search"),
@@ -65,4 +73,6 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
                       filtered, plain, "the same questions, unfiltered", "search"),
         *latency_pair(f"search @{label(memories)} as_of an older version", context.backend,
                       past, present, "the same questions, now", "search"),
+        *latency_pair(f"search @{label(memories)} known_at an earlier round", context.backend,
+                      believed, believed_now, "the same questions, now", "search"),
     ]  # fmt: skip
