@@ -218,6 +218,18 @@ class EventLog:
             stamped.append(unhashed.with_hash(previous))
         return stamped
 
+    def position_at(self, sql: Sql, instant: datetime) -> int:
+        """Return the position of the last event recorded at or before ``instant`` (0
+        before the first), inside an open transaction, through the ``recorded_at``
+        index."""
+        sql.execute(
+            f"SELECT position FROM {self.table} WHERE recorded_at <= ? "
+            "ORDER BY recorded_at DESC LIMIT 1",
+            (to_micros(instant),),
+        )
+        row = sql.fetchone()
+        return 0 if row is None else int(row["position"])
+
     def tip(self, sql: Sql) -> LogTip:
         """Return the last event's position, instant and hash, inside an open transaction."""
         sql.execute(self._tip_query)

@@ -158,6 +158,7 @@ class Queries(LedgerCore):
                 attribute=attribute,
                 entities=list(entities) if entities is not None else None,
                 limit=limit,
+                known_position=None if known is None else self.log.position_at(sql, known),
             )
             raw = recall.search(sql, self.namespace, self.search_index, request)
             recorded = LATEST if known is None else to_micros(known)

@@ -63,6 +63,10 @@ class SearchRequest:
     attribute: str | None
     entities: Sequence[str] | None
     limit: int
+    known_position: int | None = None
+    """With ``known_at``: the position of the last event recorded by then. Every memory
+    the ledger knew then was asserted at or before it, so the index reads no row past
+    it (an earlier instant ranks a smaller part of the full index)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ class TierSearch:
         occurring: set[int] | None = None
         for shared in range(len(known), 0, -1):
             if occurring is None and comb(len(known), shared) > ENUMERATED_SETS:
-                occurring = self.index.signatures(self.sql, known, self.tier.live)
+                occurring = self.index.signatures(self.sql, known, self.tier.live, self.until)
             if occurring is None:
                 masks = [
                     sum(1 << i for i in chosen)
@@ -159,6 +163,12 @@ class TierSearch:
             if len(found) >= need:
                 break
         return found
+
+    @property
+    def until(self) -> int | None:
+        """The last position whose memory the tier can hold, when the full index is
+        ranked as known at an instant (the live index holds only what is known now)."""
+        return None if self.tier.live else self.request.known_position
 
     def narrowed(self, terms: list[str], need: int) -> list[RawHit] | None:
         """Rank the few memories a filtered search leaves in the tier, in the order the
@@ -192,7 +202,9 @@ class TierSearch:
         sets ``masks`` of ``terms``, with their text scores, best first."""
         # Rank inside the index, then read only the best rows.
         slack = SLACK if self.tier.live else FULL_INDEX_SLACK
-        scores = dict(self.index.top(self.sql, terms, masks, self.tier.live, need + slack))
+        scores = dict(
+            self.index.top(self.sql, terms, masks, self.tier.live, need + slack, self.until)
+        )
         if not scores:
             return []
         chosen = self.index.winners(list(scores))
@@ -201,7 +213,7 @@ class TierSearch:
             rows.sort(key=lambda row: scores[row["position"]], reverse=True)  # stable
             return [(row, scores[row["position"]]) for row in rows[:need]]
         # The tier's filters dropped too many of the best: rank with them applied.
-        rows = self.select(self.index.ranked(terms, masks, self.tier.live), need)
+        rows = self.select(self.index.ranked(terms, masks, self.tier.live, self.until), need)
         return [(row, float(row["score"])) for row in rows]
 
     def recent(self, need: int) -> list[RawHit]:

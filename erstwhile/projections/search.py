@@ -445,27 +445,44 @@ class SearchProjection(Projection):
         row = sql.fetchone()
         return [term for i, term in enumerate(terms) if row[f"k{i}"]]
 
-    def signatures(self, sql: Sql, terms: Sequence[str], live: bool) -> set[int]:
+    def signatures(
+        self, sql: Sql, terms: Sequence[str], live: bool, until: int | None = None
+    ) -> set[int]:
         """Return the sets of terms (bit ``i`` for ``terms[i]``) some indexed memory
-        shares exactly; at most 62 terms."""
-        table = self._table(live)
+        (asserted at or before position ``until``, if given) shares exactly; at most 62
+        terms."""
+        table, bound, limit = self._table(live), self._until(until), self._limit(until)
         if self.sqlite:
             branches = " UNION ALL ".join(
-                f"SELECT rowid AS position, {1 << i} AS bit FROM {table} WHERE {table} MATCH ?"
+                f"SELECT rowid AS position, {1 << i} AS bit FROM {table} "
+                f"WHERE {table} MATCH ?{bound}"
                 for i in range(len(terms))
             )
             sql.execute(
                 f"SELECT DISTINCT mask FROM (SELECT sum(bit) AS mask FROM ({branches}) "
                 "GROUP BY position)",
-                [self._term(term) for term in terms],
+                [param for term in terms for param in (self._term(term), *limit)],
             )
         else:
             sql.execute(
                 f"SELECT DISTINCT {shared_mask('body', len(terms))} AS mask FROM {table} "
-                "WHERE body @@ to_tsquery('english', ?)",
-                [*terms, " | ".join(terms)],
+                f"WHERE body @@ to_tsquery('english', ?){bound}",
+                [*terms, " | ".join(terms), *limit],
             )
         return {int(row["mask"]) for row in sql.fetchall()}
+
+    def _until(self, until: int | None, alias: str = "") -> str:
+        """The condition keeping an index's rows (``alias`` names the table on
+        PostgreSQL) to memories asserted at or before a position (a rowid on SQLite), or
+        nothing."""
+        if until is None:
+            return ""
+        return " AND rowid <= ?" if self.sqlite else f" AND {alias}position <= ?"
+
+    @staticmethod
+    def _limit(until: int | None) -> list[int]:
+        """The parameter of :meth:`_until`'s condition, if any."""
+        return [] if until is None else [until]
 
     def scored(
         self, sql: Sql, terms: Sequence[str], keys: Sequence[Any], live: bool
@@ -510,35 +527,38 @@ class SearchProjection(Projection):
         is a position) rather than by id (PostgreSQL, whose tables are keyed by id)."""
         return self.sqlite
 
-    def _branches(self, table: str, count: int) -> str:
+    def _branches(self, table: str, count: int, until: int | None = None) -> str:
         """``count`` FTS5 queries, each naming every term once, so that each one's BM25
-        is the OR-ed query's; their union lists (position, score) of the matches."""
+        is the OR-ed query's; their union lists (position, score) of the matches (each
+        takes its query, then the position bound if ``until`` is given)."""
         branch = (
-            f"SELECT rowid AS position, -bm25({table}) AS score FROM {table} WHERE {table} MATCH ?"
+            f"SELECT rowid AS position, -bm25({table}) AS score FROM {table} "
+            f"WHERE {table} MATCH ?{self._until(until)}"
         )
         return " UNION ALL ".join([branch] * count)
 
     def top(
-        self, sql: Sql, terms: Sequence[str], masks: Sequence[int], live: bool, limit: int
-    ) -> list[tuple[int, float]]:
-        """Return the best ``limit`` (position, score) of the indexed memories sharing
-        exactly one of the sets ``masks`` of ``terms``, scored against all of ``terms``;
-        best first, the more recent first among equal scores: ranked inside the index,
-        before any memory row is read."""
-        table = self._table(live)
+        self, sql: Sql, terms: Sequence[str], masks: Sequence[int], live: bool, limit: int,
+        until: int | None = None,
+    ) -> list[tuple[int, float]]:  # fmt: skip
+        """Return the best ``limit`` (position, score) of the indexed memories (asserted at
+        or before position ``until``, if given) sharing exactly one of the sets ``masks``
+        of ``terms``, scored against all of ``terms``; best first, the more recent first
+        among equal scores: ranked inside the index, before any memory row is read."""
+        table, bound = self._table(live), self._limit(until)
         if not self.sqlite:
             exactly = [self._exactly(mask, terms) for mask in masks]
             sql.execute(
                 f"SELECT position, ts_rank(body, to_tsquery('english', ?)) AS score "
-                f"FROM {table} WHERE body @@ to_tsquery('english', ?) "
+                f"FROM {table} WHERE body @@ to_tsquery('english', ?){self._until(until)} "
                 "ORDER BY score DESC, position DESC LIMIT ?",
-                [" | ".join(terms), " | ".join(exactly), limit],
+                [" | ".join(terms), " | ".join(exactly), *bound, limit],
             )
             return [(int(row["position"]), float(row["score"])) for row in sql.fetchall()]
         sql.execute(
-            f"SELECT position, score FROM ({self._branches(table, len(masks))}) "
+            f"SELECT position, score FROM ({self._branches(table, len(masks), until)}) "
             "ORDER BY score DESC, position DESC LIMIT ?",
-            [*(self._exactly(mask, terms) for mask in masks), limit],
+            [*(p for mask in masks for p in (self._exactly(mask, terms), *bound)), limit],
         )
         return [(int(row["position"]), float(row["score"])) for row in sql.fetchall()]
 
@@ -550,25 +570,29 @@ class SearchProjection(Projection):
         condition = "m.position IN (SELECT value FROM json_each(?))"
         return Source("0.0", MEMORY_ROWS, condition, [orjson.dumps(list(positions)).decode()])
 
-    def ranked(self, terms: Sequence[str], masks: Sequence[int], live: bool) -> Source:
-        """Return the statement part finding and scoring the memories that share exactly
-        one of the sets ``masks`` of ``terms``, scored against all of ``terms``, for one
-        statement that also joins and filters them."""
+    def ranked(
+        self, terms: Sequence[str], masks: Sequence[int], live: bool, until: int | None = None
+    ) -> Source:
+        """Return the statement part finding and scoring the memories (asserted at or
+        before position ``until``, if given) that share exactly one of the sets ``masks``
+        of ``terms``, scored against all of ``terms``, for one statement that also joins
+        and filters them."""
         exactly = [self._exactly(mask, terms) for mask in masks]
+        bound = self._limit(until)
         if self.sqlite:
-            union = self._branches(self._table(live), len(masks))
+            union = self._branches(self._table(live), len(masks), until)
             return Source(
                 "c.score",
                 f"({union}) c CROSS JOIN memories m CROSS JOIN memory_versions v",
                 "m.position = c.position AND v.memory_id = m.id",
-                exactly,
+                [p for query in exactly for p in (query, *bound)],
             )
         return Source(
             "ts_rank(s.body, to_tsquery('english', ?))",
             f"{self._table(live)} s JOIN memories m ON m.id = s.memory_id "
             "JOIN memory_versions v ON v.memory_id = m.id",
-            "s.body @@ to_tsquery('english', ?)",
-            [" | ".join(terms), " | ".join(exactly)],
+            f"s.body @@ to_tsquery('english', ?){self._until(until, 's.')}",
+            [" | ".join(terms), " | ".join(exactly), *bound],
         )
 
     def _term(self, term: str) -> str:

@@ -175,3 +175,19 @@ def test_a_write_never_walks_the_namespace(
         WRITES[write](ledger, versions)
     assert plans, "the write ran no SELECT through the ledger's SQLite connection"
     assert walking(plans) == []
+
+
+def test_a_search_as_known_at_an_instant_ranks_no_row_asserted_after_it(
+    revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every memory known at an instant was asserted at or before the last position
+    recorded by then, so each full-index ranking statement of a ``known_at`` search
+    bounds the rowids (positions) it reads, and an earlier instant ranks less."""
+    ledger, versions = revised
+    with explained(monkeypatch) as plans:
+        hits = ledger.search("orion database", known_at=versions[1].recorded_at)
+    assert [h.memory.id for h in hits][:1] == [versions[1].id]
+    assert versions[2].id not in {h.memory.id for h in hits}
+    ranking = [s for s, _ in plans if "bm25(memory_search)" in s]
+    assert ranking, "the search ranked nothing in the full index"
+    assert all("rowid <= ?" in statement for statement in ranking)
