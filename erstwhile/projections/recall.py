@@ -236,11 +236,24 @@ class TierSearch:
 
     def positions(self, limit: int) -> list[tuple[int, str]]:
         """Return (position, id) of up to ``limit`` memories of the tier that pass the
-        request's filters."""
+        request's filters.
+
+        Filtered by attribute alone, nothing narrows the read below the namespace, which
+        is walked newest first (from the position known at ``known_at``, if given) until
+        ``limit`` are found: the memories true now are mostly the recent ones, and oldest
+        first a search at 100k memories read the 80k superseded ones before them (78 ms,
+        against 2 ms)."""
         source, joined, named = self.filtered_rows()
         where, params = self.conditions()
+        order = ""
+        if self.request.subject is None and not self.request.entities:
+            order = " ORDER BY m.position DESC"
+            if self.request.known_position is not None:
+                where.append("m.position <= ?")
+                params.append(self.request.known_position)
         self.sql.execute(
-            f"SELECT m.position, m.id FROM {source} WHERE {' AND '.join([joined, *where])} LIMIT ?",
+            f"SELECT m.position, m.id FROM {source} WHERE {' AND '.join([joined, *where])}"
+            f"{order} LIMIT ?",
             [*named, *params, limit],
         )
         return [(int(row["position"]), str(row["id"])) for row in self.sql.fetchall()]

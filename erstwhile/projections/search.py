@@ -503,21 +503,27 @@ class SearchProjection(Projection):
                 [*terms, every, *keys, every],
             )
             return {row["key"]: (int(row["mask"]), float(row["score"])) for row in sql.fetchall()}
-        table, chosen = self._table(live), orjson.dumps(list(keys)).decode()
+        # One FTS5 cursor per query, over the keys' span of rowids, keeping the keys: a
+        # cursor that scores walks every term's whole posting list once (for BM25's
+        # document frequencies), so looking each key up with a cursor of its own walked
+        # them once per key (300 keys at 100k memories: 168 ms, against 3.4 ms so).
+        table, chosen = self._table(live), orjson.dumps(sorted(keys)).decode()
+        span = [min(keys), max(keys), chosen]
         found = (
-            f"FROM json_each(?) j CROSS JOIN {table} s WHERE {table} MATCH ? AND s.rowid = j.value"
+            f"FROM {table} WHERE {table} MATCH ? AND rowid >= ? AND rowid <= ? "
+            "AND +rowid IN (SELECT value FROM json_each(?))"
         )
         every = " OR ".join(self._term(term) for term in terms)
-        sql.execute(f"SELECT s.rowid AS key, -bm25({table}) AS score {found}", [chosen, every])
+        sql.execute(f"SELECT rowid AS key, -bm25({table}) AS score {found}", [every, *span])
         scores = {row["key"]: float(row["score"]) for row in sql.fetchall()}
         if not scores:
             return {}
         branches = " UNION ALL ".join(
-            f"SELECT s.rowid AS key, {1 << i} AS bit {found}" for i in range(len(terms))
+            f"SELECT rowid AS key, {1 << i} AS bit {found}" for i in range(len(terms))
         )
         sql.execute(
             f"SELECT key, sum(bit) AS mask FROM ({branches}) GROUP BY key",
-            [param for term in terms for param in (chosen, self._term(term))],
+            [param for term in terms for param in (self._term(term), *span)],
         )
         return {row["key"]: (int(row["mask"]), scores[row["key"]]) for row in sql.fetchall()}
 
