@@ -1,8 +1,8 @@
 """Full-text search: ``search(question)`` over a data set of short sentences, against a
 raw FTS5 ``MATCH`` (SQLite) or ``tsvector`` query (PostgreSQL) on a plain table holding
-the same documents; and the same questions filtered by a subject, asked ``as_of`` an
-instant inside an older version's window, or ``known_at`` the end of an earlier round of
-the load, against themselves asked plainly."""
+the same documents; and the same questions filtered by a subject or by an attribute,
+asked ``as_of`` an instant inside an older version's window, or ``known_at`` the end of
+an earlier round of the load, against themselves asked plainly."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import random
 from datetime import timedelta
 
 from benchmarks.baselines import RawStore, documents
-from benchmarks.datasets import VERSIONS, questions, subject_count, subject_name, valid_from
+from benchmarks.datasets import (
+    VERSIONS,
+    claim,
+    questions,
+    subject_count,
+    subject_name,
+    valid_from,
+)
 from benchmarks.harness import Result, interleaved, latency_pair
 from benchmarks.suite import Context, label
 from erstwhile.projections.search import query_terms
@@ -54,6 +61,13 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
         [lambda p: ledger.search(p[0], subject=p[1]), lambda p: ledger.search(p[0])],
         about, about[:3],
     )  # fmt: skip
+    # An attribute alone keeps a seventh of the memories: nothing narrows it below the
+    # namespace.
+    kinds_of = [(q, claim(rng.randrange(subject_count(memories)), 0).attribute) for q in asked]
+    by_attribute, unfiltered = interleaved(
+        [lambda p: ledger.search(p[0], attribute=p[1]), lambda p: ledger.search(p[0])],
+        kinds_of, kinds_of[:3],
+    )  # fmt: skip
     # A month into the window of each version but the last: the full index, not the live.
     back = [(q, valid_from(rng.randrange(VERSIONS - 1)) + timedelta(days=30)) for q in asked]
     past, present = interleaved(
@@ -71,6 +85,8 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
                       RAW_SEARCH[context.backend], "search"),
         *latency_pair(f"search @{label(memories)} filtered by subject", context.backend,
                       filtered, plain, "the same questions, unfiltered", "search"),
+        *latency_pair(f"search @{label(memories)} filtered by attribute", context.backend,
+                      by_attribute, unfiltered, "the same questions, unfiltered", "search"),
         *latency_pair(f"search @{label(memories)} as_of an older version", context.backend,
                       past, present, "the same questions, now", "search"),
         *latency_pair(f"search @{label(memories)} known_at an earlier round", context.backend,

@@ -239,14 +239,16 @@ class TierSearch:
         request's filters.
 
         Filtered by attribute alone, nothing narrows the read below the namespace, which
-        is walked newest first (from the position known at ``known_at``, if given) until
-        ``limit`` are found: the memories true now are mostly the recent ones, and oldest
-        first a search at 100k memories read the 80k superseded ones before them (78 ms,
-        against 2 ms)."""
+        SQLite walks newest first (from the position known at ``known_at``, if given)
+        until ``limit`` are found: the memories true now are mostly the recent ones, and
+        oldest first a search at 100k memories read the 80k superseded ones before them
+        (78 ms, against 2 ms). PostgreSQL plans from its statistics; told the order, its
+        generic plan walked the namespace's memories by position (36 ms at 5k, 5.6
+        without)."""
         source, joined, named = self.filtered_rows()
         where, params = self.conditions()
         order = ""
-        if self.request.subject is None and not self.request.entities:
+        if self.index.sqlite and self.request.subject is None and not self.request.entities:
             order = " ORDER BY m.position DESC"
             if self.request.known_position is not None:
                 where.append("m.position <= ?")
