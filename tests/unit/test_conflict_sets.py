@@ -36,22 +36,25 @@ def view(
 
 
 def every_pair(claims: list[ClaimView]) -> list[list[ClaimView]]:
-    """The sets as comparing every pair of claims gives them (the definition)."""
-    parent = {c.id: c.id for c in claims}
-
-    def root(key: UUID) -> UUID:
-        while parent[key] != key:
-            key = parent[key]
-        return key
-
-    for i, a in enumerate(claims):
-        for b in claims[i + 1 :]:
-            if contradicts(a, b):
-                parent[root(a.id)] = root(b.id)
-    groups: dict[UUID, list[ClaimView]] = {}
+    """The sets as the definition gives them: compare every pair, then walk the graph of
+    contradictions from each claim in turn (no union-find, no grouping by key)."""
+    linked = {c.id: [d for d in claims if d is not c and contradicts(c, d)] for c in claims}
+    seen: set[UUID] = set()
+    sets = []
     for claim in claims:
-        groups.setdefault(root(claim.id), []).append(claim)
-    return [sorted(g, key=lambda c: c.position) for g in groups.values() if len(g) > 1]
+        if claim.id in seen or not linked[claim.id]:
+            continue
+        seen.add(claim.id)
+        group, todo = [], [claim]
+        while todo:
+            current = todo.pop()
+            group.append(current)
+            for other in linked[current.id]:
+                if other.id not in seen:
+                    seen.add(other.id)
+                    todo.append(other)
+        sets.append(sorted(group, key=lambda c: c.position))
+    return sets
 
 
 def test_sets_join_through_a_shared_member_and_stay_apart_per_key() -> None:
