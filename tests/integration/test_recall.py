@@ -227,6 +227,51 @@ def test_the_best_matches_dropped_by_filters_do_not_hide_the_rest(
     assert ids(mine.search("launch plan", subject="final", as_of=JUL)) == []
 
 
+def test_a_search_known_at_an_instant_finds_the_same_with_or_without_its_position_bound(
+    ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search as known at an instant reads the full index only up to the last position
+    recorded by then; with that bound lifted it must find the same hits in the same
+    order, at instants before, between and after the writes, filtered or not."""
+    rng = random.Random(5)
+    instants = [clock()]
+    made = []
+    for round_ in range(4):
+        clock.advance(hours=1)
+        made += ledger.remember_many(
+            {"content": " ".join(rng.sample(WORDS, rng.randint(2, 6))) + f" round {round_}",
+             "subject": rng.choice(["atlas", "lumen"]), "attribute": rng.choice(["db", None]),
+             "valid_from": MAR}
+            for _ in range(25)
+        )  # fmt: skip
+        for memory in rng.sample(made[:-25], min(5, len(made) - 25)):
+            if ledger.get(memory.id).state is State.CURRENT:
+                ledger.revise(memory.id, memory.content + " revised", at=JUL)
+        instants.append(clock())
+    clock.advance(hours=1)
+    instants.append(clock())
+    questions = ["which " + " and ".join(rng.sample(WORDS, 3)) for _ in range(4)]
+    filters: list[dict[str, Any]] = [
+        {},
+        {"include_history": True},
+        {"subject": "atlas"},
+        {"attribute": "db"},
+        {"as_of": APR},
+    ]
+
+    def answers() -> list[list[tuple[Any, float, str]]]:
+        return [
+            [(h.memory.id, h.score, h.tier)
+             for h in ledger.search(q, limit=20, known_at=at, **f)]
+            for q in questions for f in filters for at in instants
+        ]  # fmt: skip
+
+    bounded = answers()
+    monkeypatch.setattr(type(ledger.log), "position_at", lambda self, sql, instant: 2**62)
+    assert answers() == bounded
+    assert sum(len(hits) for hits in bounded) > 100
+
+
 def test_filtered_searches_rank_the_same_whether_few_or_many_memories_are_left(
     ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
