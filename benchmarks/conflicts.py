@@ -3,9 +3,10 @@ plain bitemporal table finding the keys whose rows known now disagree over a sha
 valid window.
 
 The data sets hold no contradiction (each subject's versions supersede one another, so
-their windows only touch): both sides read every live claim and find none, which is
-the cost that grows with the namespace. Comparing every pair of live claims once took
-0.85 s at 10k memories and grew with their square; this workload keeps that in sight.
+their windows only touch): both sides look at every current claim and find none, which
+is the cost that grows with the namespace. Comparing every pair of live claims once
+took 0.85 s at 10k memories and grew with their square; this workload keeps that in
+sight.
 """
 
 from __future__ import annotations

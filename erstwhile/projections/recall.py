@@ -352,14 +352,43 @@ def proposal_row(sql: Sql, namespace: str, proposal: UUID) -> Any:
 
 
 def live_keyed_claims(sql: Sql, namespace: str, subject: str | None) -> list[ClaimView]:
-    """Return current, structured, valued claims (events aside), for contradiction checks."""
-    condition = (
-        "WHERE v.namespace = ? AND v.recorded_until = ? AND v.state = ? AND v.kind <> 'event' "
-        "AND v.subject_key IS NOT NULL AND v.attribute_key IS NOT NULL AND m.value IS NOT NULL"
-    )
-    params: list[Any] = [namespace, LATEST + 1, State.CURRENT.value]
+    """Return current, structured, valued claims (events aside), for contradiction checks,
+    in log order: those of ``subject``, or, for the whole namespace, those of the
+    subjects where some key holds two different values (no other claim can contradict
+    one)."""
     if subject is not None:
-        condition += " AND v.subject_key = ?"
-        params.append(normalise_label(subject))
-    sql.execute(CLAIM_SELECT + condition + " ORDER BY m.position", params)
+        return _subject_claims(sql, namespace, normalise_label(subject))
+    claims = [
+        claim
+        for subject_key in _disagreeing_subjects(sql, namespace)
+        for claim in _subject_claims(sql, namespace, subject_key)
+    ]
+    return sorted(claims, key=lambda claim: claim.position)
+
+
+def _subject_claims(sql: Sql, namespace: str, subject_key: str) -> list[ClaimView]:
+    """The live keyed claims about one (normalised) subject, in log order."""
+    sql.execute(
+        CLAIM_SELECT + "WHERE v.namespace = ? AND v.subject_key = ? AND v.recorded_until = ? "
+        "AND v.state = ? AND v.kind <> 'event' AND v.attribute_key IS NOT NULL "
+        "AND m.value IS NOT NULL ORDER BY m.position",
+        [namespace, subject_key, LATEST + 1, State.CURRENT.value],
+    )
     return [claim_from_row(row) for row in sql.fetchall()]
+
+
+def _disagreeing_subjects(sql: Sql, namespace: str) -> list[str]:
+    """The subjects with a key whose current claims hold two different values (as
+    stored: values that differ only in spelling pass too, and the exact test drops
+    them). Read from ``memories``, one row per memory in its latest state, through its
+    (namespace, subject, attribute) index: reading every current version and building
+    each claim took 474 ms at 100k memories (20,000 live claims) for a namespace with
+    no contradiction at all."""
+    sql.execute(
+        "SELECT DISTINCT subject_key FROM (SELECT subject_key FROM memories "
+        "WHERE namespace = ? AND state = ? AND kind <> 'event' AND subject_key IS NOT NULL "
+        "AND attribute_key IS NOT NULL AND value IS NOT NULL "
+        "GROUP BY subject_key, attribute_key HAVING count(DISTINCT value) > 1) d",
+        [namespace, State.CURRENT.value],
+    )
+    return sorted(str(row["subject_key"]) for row in sql.fetchall())

@@ -643,6 +643,36 @@ def test_conflicts_are_separate_per_subject_and_attribute(ledger: Ledger) -> Non
     assert sorted(c.attribute for c in ledger.conflicts("launch")) == ["budget", "deadline"]
 
 
+def test_the_namespace_s_conflicts_are_those_of_every_subject_read_whole(
+    ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namespace's conflicts are read only for the subjects where some key holds two
+    different stored values; reading every subject finds the same sets, also where
+    values differ only in spelling ({"a": 1, "b": 2} and {"b": 2, "a": 1}) or windows
+    only touch."""
+    rng = random.Random(17)
+    values: list[Any] = ["red", "blue", 3, {"a": 1, "b": 2}, {"b": 2, "a": 1}]
+    months = [MAR, APR, JUL, "2026-10-01T00:00:00Z"]
+    drawn = [(rng.choice(["fact", "fact", "event"]), rng.randrange(3)) for _ in range(80)]
+    ledger.remember_many(
+        {"content": f"claim {n}", "subject": f"s{rng.randrange(12)}",
+         "attribute": rng.choice(["colour", "size"]), "value": rng.choice(values),
+         "kind": kind, "valid_from": months[start],
+         "valid_until": None if kind == "event" else rng.choice([None, *months[start + 1 :]])}
+        for n, (kind, start) in enumerate(drawn)
+    )  # fmt: skip
+
+    def summary() -> list[tuple[str, str, list[Any], Any, str]]:
+        return [(c.subject, c.attribute, [m.id for m in c.members], c.highest_confidence.id,
+                 c.resolution) for c in ledger.conflicts()]  # fmt: skip
+
+    found = summary()
+    every = lambda sql, namespace: [f"s{n}" for n in range(12)]  # noqa: E731
+    monkeypatch.setattr(recall, "_disagreeing_subjects", every)
+    assert summary() == found
+    assert len(found) >= 5
+
+
 # ------------------------------------------------------------------ causality
 
 
