@@ -451,7 +451,11 @@ class SearchProjection(Projection):
         """Return the sets of terms (bit ``i`` for ``terms[i]``) some indexed memory
         (asserted at or before position ``until``, if given) shares exactly; at most 62
         terms."""
-        table, bound, limit = self._table(live), self._until(until), self._limit(until)
+        table, bound, bound_params = (
+            self._table(live),
+            self._until(until),
+            self._until_params(until),
+        )
         if self.sqlite:
             branches = " UNION ALL ".join(
                 f"SELECT rowid AS position, {1 << i} AS bit FROM {table} "
@@ -461,13 +465,13 @@ class SearchProjection(Projection):
             sql.execute(
                 f"SELECT DISTINCT mask FROM (SELECT sum(bit) AS mask FROM ({branches}) "
                 "GROUP BY position)",
-                [param for term in terms for param in (self._term(term), *limit)],
+                [param for term in terms for param in (self._term(term), *bound_params)],
             )
         else:
             sql.execute(
                 f"SELECT DISTINCT {shared_mask('body', len(terms))} AS mask FROM {table} "
                 f"WHERE body @@ to_tsquery('english', ?){bound}",
-                [*terms, " | ".join(terms), *limit],
+                [*terms, " | ".join(terms), *bound_params],
             )
         return {int(row["mask"]) for row in sql.fetchall()}
 
@@ -480,7 +484,7 @@ class SearchProjection(Projection):
         return " AND rowid <= ?" if self.sqlite else f" AND {alias}position <= ?"
 
     @staticmethod
-    def _limit(until: int | None) -> list[int]:
+    def _until_params(until: int | None) -> list[int]:
         """The parameter of :meth:`_until`'s condition, if any."""
         return [] if until is None else [until]
 
@@ -551,20 +555,20 @@ class SearchProjection(Projection):
         or before position ``until``, if given) sharing exactly one of the sets ``masks``
         of ``terms``, scored against all of ``terms``; best first, the more recent first
         among equal scores: ranked inside the index, before any memory row is read."""
-        table, bound = self._table(live), self._limit(until)
+        table, bound_params = self._table(live), self._until_params(until)
         if not self.sqlite:
             exactly = [self._exactly(mask, terms) for mask in masks]
             sql.execute(
                 f"SELECT position, ts_rank(body, to_tsquery('english', ?)) AS score "
                 f"FROM {table} WHERE body @@ to_tsquery('english', ?){self._until(until)} "
                 "ORDER BY score DESC, position DESC LIMIT ?",
-                [" | ".join(terms), " | ".join(exactly), *bound, limit],
+                [" | ".join(terms), " | ".join(exactly), *bound_params, limit],
             )
             return [(int(row["position"]), float(row["score"])) for row in sql.fetchall()]
         sql.execute(
             f"SELECT position, score FROM ({self._branches(table, len(masks), until)}) "
             "ORDER BY score DESC, position DESC LIMIT ?",
-            [*(p for mask in masks for p in (self._exactly(mask, terms), *bound)), limit],
+            [*(p for mask in masks for p in (self._exactly(mask, terms), *bound_params)), limit],
         )
         return [(int(row["position"]), float(row["score"])) for row in sql.fetchall()]
 
@@ -584,21 +588,21 @@ class SearchProjection(Projection):
         of ``terms``, scored against all of ``terms``, for one statement that also joins
         and filters them."""
         exactly = [self._exactly(mask, terms) for mask in masks]
-        bound = self._limit(until)
+        bound_params = self._until_params(until)
         if self.sqlite:
             union = self._branches(self._table(live), len(masks), until)
             return Source(
                 "c.score",
                 f"({union}) c CROSS JOIN memories m CROSS JOIN memory_versions v",
                 "m.position = c.position AND v.memory_id = m.id",
-                [p for query in exactly for p in (query, *bound)],
+                [p for query in exactly for p in (query, *bound_params)],
             )
         return Source(
             "ts_rank(s.body, to_tsquery('english', ?))",
             f"{self._table(live)} s JOIN memories m ON m.id = s.memory_id "
             "JOIN memory_versions v ON v.memory_id = m.id",
             f"s.body @@ to_tsquery('english', ?){self._until(until, 's.')}",
-            [" | ".join(terms), " | ".join(exactly), *bound],
+            [" | ".join(terms), " | ".join(exactly), *bound_params],
         )
 
     def _term(self, term: str) -> str:
