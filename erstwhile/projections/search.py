@@ -150,6 +150,10 @@ class LiveWrites:
 
     def __init__(self, sqlite: bool) -> None:
         self.sqlite = sqlite
+        self._gather_again()
+
+    def _gather_again(self) -> None:
+        """Forget the writes made, to gather the next ones."""
         self.added: dict[str, tuple[int, str]] = {}
         self.removed: set[str] = set()
         self.dropped: set[str] = set()
@@ -175,7 +179,7 @@ class LiveWrites:
                 f"INSERT INTO {LIVE} (rowid, body) VALUES (?, ?)", list(self.added.values())
             )
         upkeep(sql, len(positions))
-        self.added, self.removed, self.dropped = {}, set(), set()
+        self._gather_again()
         return len(positions)
 
     def _removed_positions(self, sql: Sql) -> list[int]:
@@ -203,7 +207,7 @@ class LiveWrites:
                 f"SELECT memory_id, position, body FROM {FULL} WHERE memory_id = ANY(?)",
                 (sorted(self.added),),
             )
-        self.added, self.removed, self.dropped = {}, set(), set()
+        self._gather_again()
         return removals
 
 
@@ -223,7 +227,7 @@ class DeferredLiveWrites(LiveWrites):
             f"INSERT INTO {PENDING} (position) VALUES (?)",
             [(position,) for position, _ in self.added.values()],
         )
-        self.added, self.removed, self.dropped = {}, set(), set()
+        self._gather_again()
         return len(removed)
 
 
