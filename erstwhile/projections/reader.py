@@ -192,7 +192,9 @@ class MemoryReader:
         row = sql.fetchone()
         if row is None:
             raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
-        visible = row["state"] != State.FORGOTTEN
+        # An erased claim in a row not yet marked forgotten is a fold of the log up to
+        # before the hard forget (a replay, a follower behind): still never shown.
+        visible = row["state"] != State.FORGOTTEN and row["erased_at"] is None
         memory = (
             memory_from_row(row, self._superseded_ids(sql, [memory_id], LATEST).get(row["id"], []))
             if visible

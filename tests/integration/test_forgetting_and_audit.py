@@ -380,3 +380,26 @@ def test_one_memorys_events_are_read_in_its_own_namespace_only(open_ledger: Open
     assert [e.type for e in rival.events(memory_id=theirs.id)] == ["Asserted", "Archived"]
     assert [e.memory_id for e in mine.events(memory_id=ours.id)] == [ours.id]
     assert list(mine.events(memory_id=ours.id, after=10**9)) == []
+
+
+def test_replay_before_a_hard_forget_shows_nothing_of_the_memory(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """A replay to an instant before a hard forget folds the assertion without its
+    content (the key is gone) and never the forget: the memory must stay unseen."""
+    kept = ledger.remember("The plan is called beta", subject="plan", attribute="code",
+                           value="beta", valid_from=MAR)  # fmt: skip
+    erased = ledger.remember("Project alpha is secret", subject="project", attribute="name",
+                             value="alpha", valid_from=MAR)  # fmt: skip
+    instant = clock.advance(days=1)
+    clock.advance(days=1)
+    ledger.forget(erased.id, hard=True)
+    with ledger.replay(known_at=instant) as past:
+        with pytest.raises(NotFound):
+            past.get(erased.id)
+        with pytest.raises(NotFound):
+            past.get(erased.id, known_at=instant)
+        assert past.facts("project") == []
+        assert past.search("secret alpha") == []
+        assert [m.id for m in past.chain(kept.id)] == [kept.id]
+        assert past.get(kept.id).content == "The plan is called beta"
