@@ -57,8 +57,9 @@ def check_supersession(older: Side, newer: Side, at: datetime) -> None:
         raise SupersessionRefused(
             "already_superseded", f"memory {older.id} already has a successor"
         )
-    if older.state is not State.CURRENT:
-        raise SupersessionRefused("not_current", f"memory {older.id} is {older.state}")
+    for side in (older, newer):
+        if side.state is not State.CURRENT:
+            raise SupersessionRefused("not_current", f"memory {side.id} is {side.state}")
     if older.kind is not newer.kind:
         raise SupersessionRefused(
             "kind_mismatch", f"a {newer.kind} cannot supersede a {older.kind}"

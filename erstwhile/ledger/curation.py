@@ -16,7 +16,7 @@ from erstwhile.domain.events import (
     Superseded,
 )
 from erstwhile.domain.memory import Memory
-from erstwhile.domain.rules import Side, check_supersession
+from erstwhile.domain.rules import check_supersession
 from erstwhile.domain.views import Conflict, Proposal
 from erstwhile.eventstore import (
     translated_errors,
@@ -46,15 +46,18 @@ class Curation(LedgerCore):
         row = self._proposal(proposal_id)
         if row["status"] == "rejected":
             raise ValidationError(f"proposal {row['id']} was rejected")
-        newer = self.get(row["newer_id"])
         if row["status"] == "accepted":
-            return newer
-        older = self._state(row["older_id"])
-        side = Side(newer.id, newer.kind, newer.state, newer.window, newer.claim())
-        check_supersession(older.existing.side(), side, newer.valid_from)
+            return self.get(row["newer_id"])
+        # Both sides as they stand now: either may have been archived, forgotten or
+        # superseded since the proposal was made.
+        older, newer = self._state(row["older_id"]), self._state(row["newer_id"])
+        check_supersession(
+            older.existing.side(), newer.existing.side(), newer.existing.window.start
+        )
         self._append_one(
             Superseded(originator_id=older.id, originator_version=older.version + 1,
-                       newer_id=newer.id, at=newer.valid_from, proposal_id=UUID(row["id"]))
+                       newer_id=newer.id, at=newer.existing.window.start,
+                       proposal_id=UUID(row["id"]))
         )  # fmt: skip
         return self.get(newer.id)
 

@@ -584,6 +584,29 @@ def test_accepting_twice_is_harmless_and_survives_a_rebuild(ledger: Ledger) -> N
     assert ledger.proposals() == [] and ledger.get(lisbon.id).superseded_by == berlin.id
 
 
+@pytest.mark.parametrize("retire", ["archive", "forget", "supersede"])
+def test_a_proposal_whose_newer_memory_stopped_being_current_is_refused(
+    ledger: Ledger, retire: str
+) -> None:
+    """The bar asks both memories to be current when a proposal is accepted, not only
+    when it was made: the newer one may have been archived, forgotten or replaced since."""
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
+    berlin = keyed(ledger, "Berlin", "Berlin", JUL)
+    (proposal,) = ledger.proposals()
+    if retire == "archive":
+        ledger.archive(berlin.id)
+    elif retire == "forget":
+        ledger.forget(berlin.id)
+    else:
+        ledger.revise(berlin.id, "I live in Paris", value="Paris", at="2026-08-01T00:00:00Z")
+    before = event_count(ledger)
+    with pytest.raises(SupersessionRefused) as refused:
+        ledger.accept(proposal.id)
+    assert refused.value.reason == "not_current"
+    assert event_count(ledger) == before
+    assert ledger.get(lisbon.id).state is State.CURRENT
+
+
 def test_timestamp_wins_consolidates_in_one_atomic_append(ledger: Ledger) -> None:
     lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
     porto = keyed(ledger, "Porto", "Porto", APR)
