@@ -86,11 +86,21 @@ class WriteCommands(LedgerCore):
         }])[0]  # fmt: skip
 
     def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[Memory]:
-        """Assert many memories in one atomic append: all of them, or none."""
+        """Assert many memories in one atomic append: all of them, or none.
+
+        An item repeating an earlier item's idempotency key with the same payload is
+        that item's retry (one memory, returned for both), as it would be in two calls;
+        with another payload it is refused with ``IdempotencyMismatch``.
+        """
         items = [dict(item) for item in items]
         if not items:
             return []
-        plans = [WritePlan.parse(item) for item in items]
+        plans, places = _first_of_each_key([WritePlan.parse(item) for item in items])
+        written = self._remember_plans(plans)
+        return [written[place] for place in places]
+
+    def _remember_plans(self, plans: list[WritePlan]) -> list[Memory]:
+        """Append the plans (no two with the same idempotency key) and fold them."""
         replay = self._idempotent_replay(plans)
         if replay is not None:
             return replay
@@ -265,3 +275,25 @@ class WriteCommands(LedgerCore):
                 )
         self.runner.catch_up()
         return [self.get(by_key[p.idempotency_key or ""].memory_id) for p in plans]
+
+
+def _first_of_each_key(plans: list[WritePlan]) -> tuple[list[WritePlan], list[int]]:
+    """Keep the first plan of each idempotency key; return the plans kept and, for every
+    plan given, the index of the kept plan that answers it."""
+    kept: list[WritePlan] = []
+    places: list[int] = []
+    first: dict[str, int] = {}
+    for plan in plans:
+        key = plan.idempotency_key
+        if key is None or key not in first:
+            if key is not None:
+                first[key] = len(kept)
+            places.append(len(kept))
+            kept.append(plan)
+            continue
+        if kept[first[key]].fingerprint != plan.fingerprint:
+            raise IdempotencyMismatch(
+                f"idempotency key {key!r} is given twice in this batch with different payloads"
+            )
+        places.append(first[key])
+    return kept, places

@@ -212,6 +212,22 @@ def test_idempotent_retry_returns_the_first_result_and_appends_nothing(ledger: L
     assert event_count(ledger) == before
 
 
+def test_a_key_given_twice_in_one_batch_is_a_retry_or_a_mismatch(ledger: Ledger) -> None:
+    """Within one ``remember_many`` an item repeating a key is what it would be in two
+    calls: with the same payload, the first item's retry; with another, refused."""
+    before = event_count(ledger)
+    with pytest.raises(IdempotencyMismatch, match="twice in this batch"):
+        ledger.remember_many([{"content": "first", "idempotency_key": "k"},
+                              {"content": "second", "idempotency_key": "k"}])  # fmt: skip
+    assert event_count(ledger) == before
+    same = {"content": "Ada likes tea", "idempotency_key": "k"}
+    made = ledger.remember_many([same, {"content": "Bob likes coffee"}, same])
+    assert made[0] == made[2] and made[0].id != made[1].id
+    assert event_count(ledger) == before + 2
+    assert ledger.remember_many([same, same]) == [made[0], made[0]]
+    assert event_count(ledger) == before + 2
+
+
 def test_idempotent_retry_of_a_supersession(ledger: Ledger) -> None:
     old = supabase(ledger)
     args = {"value": "AWS", "valid_from": JUL, "supersedes": [old.id], "idempotency_key": "k"}
