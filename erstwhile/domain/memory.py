@@ -75,11 +75,43 @@ def normalise_entities(entities: Iterable[str]) -> list[str]:
     return list(seen)
 
 
+JSON_INTEGERS = range(-(2**63), 2**64)
+"""The integers a JSON value may hold: what the log's encoder (orjson) writes exactly."""
+
+LOG_POSITIONS = range(0, 2**63)
+"""Every log position there can be (the stores keep them as signed 64-bit integers)."""
+
+
+def check_text(text: str, field: str) -> None:
+    """Refuse text the stores cannot keep: NUL bytes, and lone surrogates (halves of a
+    UTF-16 pair, which have no UTF-8 form)."""
+    if "\x00" in text:
+        raise ValidationError(f"{field} must not contain NUL bytes")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(
+            f"{field} must be valid Unicode text (it holds a lone surrogate)"
+        ) from None
+
+
+def check_position(value: Any, field: str) -> int:
+    """Return ``value`` if it is a log position (an integer >= 0 in the stores' range)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value not in LOG_POSITIONS:
+        raise ValidationError(f"{field} must be a log position (an integer >= 0), got {value!r}")
+    return value
+
+
 def check_json(value: Any, field: str) -> None:
     """Refuse anything that is not plain JSON (dicts with text keys, lists, scalars)."""
-    if value is None or isinstance(value, bool | int | str):
-        if isinstance(value, str) and "\x00" in value:
-            raise ValueError(f"{field} must not contain NUL bytes")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        check_text(value, field)
+        return
+    if isinstance(value, int):
+        if value not in JSON_INTEGERS:
+            raise ValueError(f"{field} must be JSON: {value} does not fit in 64 bits")
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -99,9 +131,9 @@ def check_json(value: Any, field: str) -> None:
     raise ValueError(f"{field} must be JSON: {type(value).__name__} is not a JSON value")
 
 
-def _no_nul(text: str | None, field: str) -> str | None:
-    if text is not None and "\x00" in text:
-        raise ValueError(f"{field} must not contain NUL bytes")
+def _plain(text: str | None, field: str) -> str | None:
+    if text is not None:
+        check_text(text, field)
     return text
 
 
@@ -146,7 +178,7 @@ class MemoryDraft(BaseModel):
     def _content(cls, content: str) -> str:
         if not content.strip():
             raise ValueError("content must not be empty")
-        _no_nul(content, "content")
+        _plain(content, "content")
         if len(content.encode("utf-8")) > MAX_CONTENT_BYTES:
             raise ValueError(f"content is larger than {MAX_CONTENT_BYTES} bytes (64 KiB)")
         return content
@@ -154,7 +186,7 @@ class MemoryDraft(BaseModel):
     @field_validator("subject", "attribute", "extractor_id")
     @classmethod
     def _label(cls, text: str | None, info: pydantic.ValidationInfo) -> str | None:
-        _no_nul(text, str(info.field_name))
+        _plain(text, str(info.field_name))
         if text is not None:
             text = text.strip()
             if not text:
@@ -170,7 +202,7 @@ class MemoryDraft(BaseModel):
             raise ValueError("entities must be a list of names, not one string")
         names = normalise_entities(entities or ())
         for name in names:
-            _no_nul(name, "entities")
+            _plain(name, "entities")
         return tuple(names)
 
     @field_validator("evidence", mode="before")
@@ -180,7 +212,7 @@ class MemoryDraft(BaseModel):
             raise ValueError("evidence must be a list of ids or URIs, not one string")
         items = tuple(str(item) for item in (evidence or ()))
         for item in items:
-            _no_nul(item, "evidence")
+            _plain(item, "evidence")
             if not item.strip():
                 raise ValueError("evidence items must not be blank")
         return items

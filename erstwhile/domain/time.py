@@ -43,7 +43,12 @@ def to_utc(value: Instant, field: str = "time") -> datetime:
         raise ValidationError(
             f"{field}: naive datetime {value.isoformat()!r}; give a timezone (e.g. UTC)"
         )
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(
+            f"{field}: {value.isoformat()} is outside the years 1 to 9999 in UTC"
+        ) from None
 
 
 def optional_utc(value: Instant | None, field: str) -> datetime | None:

@@ -24,6 +24,8 @@ from erstwhile.domain.memory import (
     Kind,
     MemoryDraft,
     State,
+    check_position,
+    check_text,
     parse_draft,
 )
 from erstwhile.domain.rules import Side, check_supersession
@@ -74,13 +76,13 @@ class WritePlan:
         if policy not in POLICIES:
             raise ValidationError(f"policy: unknown policy {policy!r}; expected one of {POLICIES}")
         key = fields.pop("idempotency_key", None)
-        if key is not None and (not isinstance(key, str) or not key.strip() or "\x00" in key):
-            raise ValidationError("idempotency_key must be non-empty text without NUL bytes")
+        if key is not None:
+            if not isinstance(key, str) or not key.strip():
+                raise ValidationError("idempotency_key must be non-empty text")
+            check_text(key, "idempotency_key")
         observed = fields.pop("observed_position", None)
-        if observed is not None and (
-            isinstance(observed, bool) or not isinstance(observed, int) or observed < 0
-        ):
-            raise ValidationError("observed_position must be a log position (an integer >= 0)")
+        if observed is not None:
+            check_position(observed, "observed_position")
         draft = parse_draft(fields)
         digest = "" if key is None else fingerprint(draft, supersedes, policy)
         return cls(draft, supersedes, policy, key, observed, digest)

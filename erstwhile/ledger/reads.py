@@ -10,7 +10,7 @@ from erstwhile.domain.errors import (
     ValidationError,
 )
 from erstwhile.domain.events import Asserted, LedgerEvent
-from erstwhile.domain.memory import Kind, Memory
+from erstwhile.domain.memory import Kind, Memory, check_position, check_text
 from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.views import History, Hit, LoggedEvent, Rectangle
 from erstwhile.eventstore import (
@@ -60,8 +60,8 @@ class Queries(LedgerCore):
     ) -> list[Memory]:
         """Return what is true about ``subject`` now, at valid time ``as_of``, as known at
         ``known_at``. Without ``as_of``, "now" is ``known_at`` if given, else the clock."""
-        if not isinstance(subject, str) or not subject.strip():
-            raise ValidationError("subject must be non-empty text")
+        label_argument(subject, "subject", required=True)
+        label_argument(attribute, "attribute")
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
         with translated_errors(), self.log.backend.read() as sql:
@@ -78,10 +78,8 @@ class Queries(LedgerCore):
         """Return every version of the memories about ``subject`` (and ``attribute``),
         forgotten ones included, in recorded order: the rectangles of a bi-temporal
         picture, valid time across and recorded time down."""
-        if not isinstance(subject, str) or not subject.strip():
-            raise ValidationError("subject must be non-empty text")
-        if attribute is not None and (not isinstance(attribute, str) or not attribute.strip()):
-            raise ValidationError("attribute must be non-empty text when given")
+        label_argument(subject, "subject", required=True)
+        label_argument(attribute, "attribute")
         with translated_errors(), self.log.backend.read() as sql:
             return self.reader.timeline(sql, subject, attribute)
 
@@ -97,6 +95,10 @@ class Queries(LedgerCore):
     ) -> Iterator[LoggedEvent]:
         """Stream this namespace's stored events in log order: positions ``(after, until]``,
         instants ``[since, before)``, optionally one memory's or one actor's."""
+        for name, position in (("after", after), ("until", until)):
+            if position is not None:
+                check_position(position, name)
+        label_argument(actor, "actor")
         selection = EventFilter(
             after=after,
             until=until,
@@ -141,6 +143,13 @@ class Queries(LedgerCore):
             raise ValidationError("query must be text without NUL bytes")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError("limit must be an integer from 1 to 1000")
+        label_argument(subject, "subject")
+        label_argument(attribute, "attribute")
+        if entities is not None:
+            if isinstance(entities, str):
+                raise ValidationError("entities must be a list of names, not one string")
+            for entity in entities:
+                label_argument(entity, "entities", required=True)
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
         chosen = [_kind(k) for k in kinds] if kinds is not None else None
@@ -167,6 +176,18 @@ class Queries(LedgerCore):
                 Hit(memory=memory, score=h.score, tier=h.tier)
                 for h, memory in zip(raw, memories, strict=True)
             ]
+
+
+def label_argument(value: object, field: str, required: bool = False) -> None:
+    """Refuse a subject, attribute, entity or actor to look up that is not plain
+    non-empty text (``None`` passes unless ``required``)."""
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(
+            f"{field} must be non-empty text" + ("" if required else " when given")
+        )
+    check_text(value, field)
 
 
 def _kind(kind: str) -> Kind:

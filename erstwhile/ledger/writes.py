@@ -92,7 +92,18 @@ class WriteCommands(LedgerCore):
         that item's retry (one memory, returned for both), as it would be in two calls;
         with another payload it is refused with ``IdempotencyMismatch``.
         """
-        items = [dict(item) for item in items]
+        try:
+            items = list(items)
+        except TypeError:
+            raise ValidationError(
+                f"remember_many takes a list of mappings, got {type(items).__name__}"
+            ) from None
+        for place, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise ValidationError(
+                    f"item {place}: expected a mapping of remember's arguments, "
+                    f"got {type(item).__name__}"
+                )
         if not items:
             return []
         plans, places = _first_of_each_key([WritePlan.parse(item) for item in items])

@@ -88,6 +88,21 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("naive since", lambda ledger, mine, theirs: list(ledger.events(since=datetime(2026, 1, 1))), ValidationError, "naive"),
     ("unknown policy", lambda ledger, mine, theirs: ledger.remember("x", policy="yolo"), ValidationError, "policy"),
     ("bad supersedes id", lambda ledger, mine, theirs: ledger.remember("x", supersedes=["nope"]), NotFound, ""),
+    ("observed_position too large", lambda ledger, mine, theirs: ledger.remember("x", observed_position=2**70), ValidationError, "log position"),
+    ("idempotency key with a surrogate", lambda ledger, mine, theirs: ledger.remember("x", idempotency_key="\ud800"), ValidationError, "surrogate"),
+    ("a batch item that is not a mapping", lambda ledger, mine, theirs: ledger.remember_many([{"content": "ok"}, "x"]), ValidationError, "item 1"),
+    ("a batch that is not a list", lambda ledger, mine, theirs: ledger.remember_many(None), ValidationError, "list of mappings"),
+    ("as_of beyond the calendar in UTC", lambda ledger, mine, theirs: ledger.facts("team", as_of="0001-01-01T00:00:00+01:00"), ValidationError, "years 1 to 9999"),
+    ("facts attribute not text", lambda ledger, mine, theirs: ledger.facts("team", attribute=5), ValidationError, "attribute"),
+    ("timeline attribute not text", lambda ledger, mine, theirs: ledger.timeline("team", attribute=5), ValidationError, "attribute"),
+    ("search subject not text", lambda ledger, mine, theirs: ledger.search("team", subject=5), ValidationError, "subject"),
+    ("search attribute not text", lambda ledger, mine, theirs: ledger.search("team", attribute=["a"]), ValidationError, "attribute"),
+    ("search entity not text", lambda ledger, mine, theirs: ledger.search("team", entities=[5]), ValidationError, "entities"),
+    ("search entities one string", lambda ledger, mine, theirs: ledger.search("team", entities="bob"), ValidationError, "not one string"),
+    ("events after not a position", lambda ledger, mine, theirs: list(ledger.events(after="3")), ValidationError, "log position"),
+    ("events until too large", lambda ledger, mine, theirs: list(ledger.events(until=2**70)), ValidationError, "log position"),
+    ("events after negative", lambda ledger, mine, theirs: list(ledger.events(after=-1)), ValidationError, "log position"),
+    ("events actor not text", lambda ledger, mine, theirs: list(ledger.events(actor=5)), ValidationError, "actor"),
 ]  # fmt: skip
 
 

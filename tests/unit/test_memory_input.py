@@ -72,6 +72,18 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "evidence": "https://example.org"}, "not one string"),
     ({"content": "x", "evidence": [""]}, "blank"),
     ({"content": "x", "colour": "red"}, "unknown argument"),
+    # What the log's encoder or the stores cannot hold is refused up front.
+    ({"content": "x", "value": 2**64}, "64 bits"),
+    ({"content": "x", "value": [-(2**63) - 1]}, "64 bits"),
+    ({"content": "x", "metadata": {"n": 2**64}}, "64 bits"),
+    ({"content": "x", "value": "\ud800"}, "surrogate"),
+    ({"content": "x", "metadata": {"\udfff": 1}}, "surrogate"),
+    ({"content": "x\ud800"}, "surrogate"),
+    ({"content": "x", "subject": "\ud800"}, "surrogate"),
+    ({"content": "x", "entities": ["\ud800"]}, "surrogate"),
+    ({"content": "x", "evidence": ["\ud800"]}, "surrogate"),
+    ({"content": "x", "valid_from": "9999-12-31T23:00:00-05:00"}, "years 1 to 9999"),
+    ({"content": "x", "occurred_at": "0001-01-01T00:00:00+01:00"}, "years 1 to 9999"),
 ]
 
 
