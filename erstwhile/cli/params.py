@@ -36,7 +36,10 @@ def parse_time(text: str) -> datetime:
             f"{text!r} is not a time: give ISO 8601 with an offset or Z "
             "(2026-03-01T09:30:00Z), a date (2026-03-01) or 'now'"
         )
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise typer.BadParameter(f"{text!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def parse_value(text: str) -> Any:

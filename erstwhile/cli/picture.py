@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -57,7 +57,9 @@ class Axis:
         marks = sorted({t for r in rectangles for t in (r.valid_from, r.valid_until) if t})
         low, high = (marks[0], marks[-1]) if marks else (rectangles[0].recorded_from,) * 2
         span = max(high - low, timedelta(days=1))
-        return cls(low, low + span + span / 8, tuple(marks))
+        room = span + span / 8
+        latest = datetime.max.replace(tzinfo=UTC)  # a window may end at 9999-12-31
+        return cls(low, low + room if latest - low > room else latest, tuple(marks))
 
     def fraction(self, instant: datetime | None, *, missing: float) -> float:
         """Where ``instant`` falls, from 0 (left) to 1 (right); ``missing`` when None."""

@@ -164,6 +164,9 @@ REFUSED = {
     "unknown option": (["remember", "x", "--bogus"], 2),
     "unparsable time": (["facts", "team", "--as-of", "yesterday"], 2),
     "bad metadata": (["remember", "x", "--metadata", "[1, 2]"], 2),
+    "time beyond the calendar in UTC": (["search", "--as-of", "0001-01-01T00:00:00+01:00"], 2),
+    "position beyond 64 bits": (["remember", "x", "--observed-position", "9" * 20], 1),
+    "log position beyond 64 bits": (["audit", "log", "--after", str(2**63)], 1),
 }
 
 

@@ -99,3 +99,16 @@ def test_the_svg_is_well_formed_and_escapes_every_text() -> None:
         node for node in root.iter(f"{namespace}rect") if node.find(f"{namespace}title") is not None
     ]
     assert len(bars) == len(found)
+
+
+def test_a_window_ending_at_the_calendars_end_is_drawn() -> None:
+    """9999-12-31 is the usual "until further notice": the axis stops at the last
+    instant there is instead of reaching past it."""
+    forever = version(AWS, "active", "2026-01-01", 1, valid_until=day("9999-12-31"))
+    axis = Axis.spanning([forever])
+    assert axis.end == datetime.max.replace(tzinfo=UTC)
+    assert axis.cells(forever, 40) == (0, 40)
+    console = Console(file=io.StringIO(), width=120)
+    console.print(draw("acme", [forever], axis, 120))
+    assert "active" in console.file.getvalue()  # type: ignore[attr-defined]
+    ElementTree.fromstring(svg_document("acme", [forever], axis))
