@@ -88,6 +88,14 @@ KindOpt = Annotated[
         help="What sort of claim: " + ", ".join(Kind) + " (default: fact).",
     ),
 ]
+RevisedKindOpt = Annotated[
+    Kind | None,
+    typer.Option(
+        parser=parse_kind,
+        metavar="KIND",
+        help="What sort of claim: " + ", ".join(Kind) + " (default: the older memory's).",
+    ),
+]
 SubjectOpt = Annotated[
     str | None, typer.Option(metavar="TEXT", help="What the claim is about, e.g. team.")
 ]
@@ -106,6 +114,10 @@ EntityOpt = Annotated[
 ]
 ValidFromOpt = Annotated[
     datetime | None, time_option("When the claim starts to hold (default: when recorded)")
+]
+RevisedValidFromOpt = Annotated[
+    datetime | None,
+    time_option("When the new claim starts to hold (default: --at, else when recorded)"),
 ]
 ValidUntilOpt = Annotated[
     datetime | None, time_option("When the claim stops holding (default: open-ended)")

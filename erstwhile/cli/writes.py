@@ -22,6 +22,8 @@ from erstwhile.cli.params import (
     MemoryId,
     MetadataOpt,
     OccurredAtOpt,
+    RevisedKindOpt,
+    RevisedValidFromOpt,
     SubjectOpt,
     ValidFromOpt,
     ValidUntilOpt,
@@ -89,12 +91,12 @@ def revise(
     at: Annotated[
         datetime | None, time_option("When the new claim takes over (default: its start, else now)")
     ] = None,
-    kind: KindOpt = None,
+    kind: RevisedKindOpt = None,
     subject: SubjectOpt = None,
     attribute: AttributeOpt = None,
     value: ValueOpt = None,
     entities: EntityOpt = None,
-    valid_from: ValidFromOpt = None,
+    valid_from: RevisedValidFromOpt = None,
     valid_until: ValidUntilOpt = None,
     occurred_at: OccurredAtOpt = None,
     confidence: ConfidenceOpt = None,
