@@ -28,11 +28,14 @@ from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
-from erstwhile.domain.errors import StoreUnavailable
+from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
+PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+"""A schema name PostgreSQL takes as it is, quoted or not (eventsourcing's recorders
+write it unquoted into some statements, where another name would fail or fold case)."""
 BEGIN_READ = ("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",)
 
 
@@ -241,6 +244,12 @@ def datastore_from_url(
     if not parts.path.strip("/"):
         raise StoreUnavailable(f"the PostgreSQL URL {url!r} names no database")
     query = parse_qs(parts.query)
+    schema = query.get("schema", ["public"])[0]
+    if not PLAIN_NAME.fullmatch(schema):
+        raise ValidationError(
+            f"schema {schema!r}: use a plain name (lower-case letters, digits and _, "
+            "at most 63, not starting with a digit)"
+        )
     return LedgerPostgresDatastore(
         dbname=unquote(parts.path.lstrip("/")),
         host=parts.hostname or "localhost",
@@ -249,7 +258,7 @@ def datastore_from_url(
         password=unquote(parts.password or ""),
         pool_size=pool_size,
         max_overflow=max_overflow,
-        schema=query.get("schema", ["public"])[0],
+        schema=schema,
         connect_timeout=10,
         pool_open_timeout=None,
         lock_timeout=30,

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import uuid4
 
+import psycopg
 import pytest
 
 from erstwhile import ErstwhileError, Ledger, NotFound, ValidationError
@@ -124,3 +125,18 @@ def test_commands_refuse_bad_arguments(
 def test_open_refuses_bad_names(store_url: str, options: dict[str, str]) -> None:
     with pytest.raises(ValidationError):
         Ledger.open(store_url, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("schema", ["hunt-2", "Mixed", "1st", "a b", "x" * 64])
+def test_open_refuses_a_schema_name_postgresql_would_need_quoted(
+    postgres_database: str, schema: str
+) -> None:
+    """Refused before connecting, with what to use instead, not the server's syntax
+    error; and nothing is created on the server."""
+    with pytest.raises(ValidationError, match="plain name"):
+        Ledger.open(f"{postgres_database}?schema={schema}")
+    with psycopg.connect(postgres_database) as connection:
+        found = connection.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (schema,)
+        ).fetchone()
+    assert found == (0,)
