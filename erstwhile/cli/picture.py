@@ -22,21 +22,15 @@ from erstwhile.cli.output import show_instant, show_value
 if TYPE_CHECKING:
     from erstwhile.domain.views import Rectangle
 
-ERASED = "(erased)"
-
 STYLES = {
     "current": "green",
     "superseded": "yellow",
     "archived": "blue",
-    "forgotten": "red",
-    "erased": "grey50",
 }
 COLOURS = {
     "current": "#2e7d32",
     "superseded": "#f9a825",
     "archived": "#1565c0",
-    "forgotten": "#c62828",
-    "erased": "#9e9e9e",
 }
 
 
@@ -77,17 +71,10 @@ class Axis:
 
 def label_of(rectangle: Rectangle) -> str:
     """Name a version's claim in one short line: its value if it has one, else its
-    content; ``(erased)`` once a hard forget erased both."""
-    if rectangle.erased:
-        return ERASED
-    text = show_value(rectangle.value) or (rectangle.content or "")
+    content."""
+    text = show_value(rectangle.value) or rectangle.content
     line = " ".join(text.split())
     return line if len(line) <= 40 else line[:39] + "…"
-
-
-def kind_of(rectangle: Rectangle) -> str:
-    """The legend entry of a version: its state, or ``erased``."""
-    return "erased" if rectangle.erased else rectangle.state
 
 
 def draw(title: str, rectangles: Sequence[Rectangle], axis: Axis | None, width: int) -> Group:
@@ -103,8 +90,8 @@ def draw(title: str, rectangles: Sequence[Rectangle], axis: Axis | None, width: 
         table.add_row(
             recorded(rectangle),
             bar(rectangle, axis, bar_width),
-            Text(label_of(rectangle), style="dim" if rectangle.erased else ""),
-            Text(rectangle.state, style=STYLES[kind_of(rectangle)]),
+            Text(label_of(rectangle)),
+            Text(rectangle.state, style=STYLES[rectangle.state]),
         )
     table.caption = None if rectangles else "no memories"
     return Group(table, legend())
@@ -119,9 +106,8 @@ def recorded(rectangle: Rectangle) -> str:
 def bar(rectangle: Rectangle, axis: Axis, width: int) -> Text:
     """Return a version's bar: blocks over its valid window, blank elsewhere."""
     start, stop = axis.cells(rectangle, width)
-    glyph = "░" if rectangle.erased else "█"
     text = Text(" " * start)
-    text.append(glyph * (stop - start), style=STYLES[kind_of(rectangle)])
+    text.append("█" * (stop - start), style=STYLES[rectangle.state])
     text.append(" " * (width - stop))
     return text
 
@@ -145,7 +131,7 @@ def legend() -> Text:
     """Return the key of the colours, and how to read the picture."""
     text = Text("valid time across, recorded time down; a bar reaching the edge is open.\n")
     for name, style in STYLES.items():
-        text.append("░" if name == "erased" else "█", style=style)
+        text.append("█", style=style)
         text.append(f" {name}  ")
     return text
 
@@ -204,7 +190,7 @@ def svg_row(rectangle: Rectangle, axis: Axis, y: int) -> list[str]:
     """Return one version: its recorded interval, its bar and its label."""
     left = LEFT + axis.fraction(rectangle.valid_from, missing=0.0) * CHART
     right = LEFT + axis.fraction(rectangle.valid_until, missing=1.0) * CHART
-    colour = COLOURS[kind_of(rectangle)]
+    colour = COLOURS[rectangle.state]
     tip = f"{rectangle.memory_id}: {label_of(rectangle)} ({rectangle.state})"
     return [
         f'<text x="10" y="{y + 17}">{xml_text(recorded(rectangle))}</text>',

@@ -35,7 +35,7 @@ def timeline(
 ) -> None:
     """Draw every version of SUBJECT's memories: valid time across, recorded time down.
 
-    Forgotten memories are drawn too; one forgotten with --hard shows as (erased).
+    A forgotten memory's versions stop at its forget; a hard-forgotten one is not drawn.
     """
     with open_ledger(ctx) as ledger:
         rectangles = ledger.timeline(subject, attribute)

@@ -55,8 +55,8 @@ class Rectangle(BaseModel):
     ``[recorded_from, recorded_until)`` (down); a None end is open.
 
     A new rectangle starts each time the ledger changed what it held about the memory
-    (its state, or the end of its window). ``content`` and ``value`` are None once a
-    hard forget erased them (``erased``); the window, never sealed, stays.
+    (its state, or the end of its window). A forgotten memory's rectangles end at its
+    forget; a hard-forgotten memory has none.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -64,9 +64,8 @@ class Rectangle(BaseModel):
     memory_id: UUID
     kind: Kind
     state: State
-    content: str | None
+    content: str
     value: Any = None
-    erased: bool = False
     valid_from: datetime
     valid_until: datetime | None
     recorded_from: datetime

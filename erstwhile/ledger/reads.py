@@ -75,9 +75,10 @@ class Queries(LedgerCore):
             )
 
     def timeline(self, subject: str, attribute: str | None = None) -> list[Rectangle]:
-        """Return every version of the memories about ``subject`` (and ``attribute``),
-        forgotten ones included, in recorded order: the rectangles of a bi-temporal
-        picture, valid time across and recorded time down."""
+        """Return every version of the memories about ``subject`` (and ``attribute``) in
+        recorded order: the rectangles of a bi-temporal picture, valid time across and
+        recorded time down. A forgotten memory's versions end at its forget; a
+        hard-forgotten memory has none."""
         label_argument(subject, "subject", required=True)
         label_argument(attribute, "attribute")
         with translated_errors(), self.log.backend.read() as sql:

@@ -67,19 +67,11 @@ def rectangle_from_row(row: Any) -> Rectangle:
         state=State(row["state"]),
         content=row["content"],
         value=_json(row["value"]),
-        erased=row["erased_at"] is not None,
         valid_from=from_micros(row["valid_from"]),
         valid_until=end_from_micros(row["valid_until"]),
         recorded_from=from_micros(row["recorded_from"]),
         recorded_until=end_from_micros(row["recorded_until"]),
     )
-
-
-def _looks_the_same(before: Rectangle, after: Rectangle) -> bool:
-    """Whether a memory's next version shows nothing new (a soft forget made hard)."""
-    return (before.memory_id, before.state, before.valid_until) == (
-        after.memory_id, after.state, after.valid_until
-    )  # fmt: skip
 
 
 def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
@@ -253,30 +245,25 @@ class MemoryReader:
         return self._select_linked(sql, " AND ".join(conditions), params, recorded)
 
     def timeline(self, sql: Sql, subject: str, attribute: str | None) -> list[Rectangle]:
-        """Return every version of the memories about ``subject`` (and ``attribute``),
-        forgotten ones too, in recorded order; a version that changed nothing visible
-        (a soft forget made hard) extends the one before it."""
-        condition, params = "v.namespace = ? AND v.subject_key = ?", [
-            self.namespace, normalise_label(subject)
-        ]  # fmt: skip
+        """Return every version of the memories about ``subject`` (and ``attribute``) in
+        recorded order, as the other reads see them: a forgotten memory's versions stop
+        at its forget (a soft-forgotten one was known until then), and a hard-forgotten
+        memory has none (only the audit log keeps its skeleton)."""
+        condition, params = (
+            "v.namespace = ? AND v.subject_key = ? AND v.state <> ? AND m.erased_at IS NULL",
+            [self.namespace, normalise_label(subject), State.FORGOTTEN.value],
+        )
         if attribute is not None:
             condition += " AND v.attribute_key = ?"
             params.append(normalise_label(attribute))
         sql.execute(
             "SELECT v.memory_id, v.kind, v.state, v.valid_from, v.valid_until, "
-            "v.recorded_from, v.recorded_until, m.content, m.value, m.erased_at "
+            "v.recorded_from, v.recorded_until, m.content, m.value "
             "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
-            f"WHERE {condition} ORDER BY v.memory_id, v.seq",
+            f"WHERE {condition}",
             params,
         )
-        versions: list[Rectangle] = []
-        for row in sql.fetchall():
-            version = rectangle_from_row(row)
-            if versions and _looks_the_same(versions[-1], version):
-                update = {"recorded_until": version.recorded_until}
-                versions[-1] = versions[-1].model_copy(update=update)
-            else:
-                versions.append(version)
+        versions = [rectangle_from_row(row) for row in sql.fetchall()]
         return sorted(versions, key=lambda r: (r.recorded_from, r.memory_id))
 
     def lineage(self, sql: Sql, memory_id: UUID) -> list[UUID]:

@@ -3,7 +3,7 @@ from the versions projection, on a SQLite file and on PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -33,7 +33,7 @@ def test_an_assertion_is_one_open_version(ledger: Ledger) -> None:
                              attribute="drink", value="tea", valid_from=MAR, valid_until=SEP)  # fmt: skip
     assert ledger.timeline("ada") == [
         Rectangle(memory_id=memory.id, kind="preference", state=State.CURRENT,
-                  content="Ada prefers tea", value="tea", erased=False, valid_from=day(MAR[:10]),
+                  content="Ada prefers tea", value="tea", valid_from=day(MAR[:10]),
                   valid_until=day(SEP[:10]), recorded_from=memory.recorded_at,
                   recorded_until=None)
     ]  # fmt: skip
@@ -58,30 +58,37 @@ def test_supersessions_close_versions_and_open_shorter_ones_in_recorded_order(
     assert [r.recorded_until is None for r in found] == [False, True, False, True, True]
 
 
-def test_archive_and_forget_change_the_state_not_the_window(ledger: Ledger) -> None:
+def test_archive_changes_the_state_not_the_window_and_a_forget_ends_the_versions(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """A soft forget hides the memory from every read from then on, so its versions end
+    at the forget: what was known before it stays drawn, as ``known_at`` reads see it."""
     memory = ledger.remember("Ada drinks tea", subject="ada", attribute="drink", valid_from=MAR)
+    clock.advance(days=1)
     ledger.archive(memory.id)
+    clock.advance(days=1)
     ledger.forget(memory.id)
     found = ledger.timeline("ada")
-    assert [r.state for r in found] == ["current", "archived", "forgotten"]
+    assert [r.state for r in found] == ["current", "archived"]
     assert {(r.valid_from, r.valid_until, r.content) for r in found} == {
         (day("2026-03-01"), None, "Ada drinks tea")
     }
+    forgotten_at = found[-1].recorded_until
+    assert forgotten_at is not None
+    assert ledger.get(memory.id, known_at=forgotten_at - timedelta(microseconds=1)).id == memory.id
 
 
-def test_a_change_nobody_can_see_makes_no_new_version_and_an_erased_claim_stays_erased(
-    ledger: Ledger,
-) -> None:
-    memory = ledger.remember("The code is 1234", subject="vault", attribute="code",
-                             value="1234", valid_from=MAR)  # fmt: skip
-    ledger.forget(memory.id)
-    ledger.forget(memory.id, hard=True)  # a soft forget made hard
-    found = ledger.timeline("vault", "code")
-    assert [(r.state, r.erased, r.content, r.value) for r in found] == [
-        ("current", True, None, None),
-        ("forgotten", True, None, None),
-    ]
-    assert {(r.valid_from, r.valid_until) for r in found} == {(day("2026-03-01"), None)}
+def test_a_hard_forgotten_memory_has_no_versions_left(ledger: Ledger) -> None:
+    """Only the audit log shows its skeleton: softly forgotten first or not."""
+    kept = ledger.remember("The door is blue", subject="vault", attribute="door", value="blue")
+    for hard_at_once in (True, False):
+        memory = ledger.remember("The code is 1234", subject="vault", attribute="code",
+                                 value="1234", valid_from=MAR)  # fmt: skip
+        if not hard_at_once:
+            ledger.forget(memory.id)
+        ledger.forget(memory.id, hard=True)
+        assert ledger.timeline("vault", "code") == []
+        assert [r.memory_id for r in ledger.timeline("vault")] == [kept.id]
 
 
 def test_other_subjects_attributes_and_namespaces_are_left_out(
