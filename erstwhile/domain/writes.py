@@ -46,7 +46,7 @@ class Existing:
     version: int
     position: int
     """Where it was asserted in the log: memories superseded together are listed in
-    this order."""
+    this order (0 for a memory of the batch being planned, not yet in the log)."""
 
     def side(self) -> Side:
         """This memory as the supersession rules see it."""
@@ -149,7 +149,8 @@ def plan_writes(
     """Return the events of a batch of writes recorded at ``recorded_at``.
 
     Each supersession is checked against the touched memory as this very batch leaves
-    it, so one batch cannot supersede the same memory twice. A new memory's ``Asserted``
+    it, so one batch cannot supersede the same memory twice; a plan may supersede an
+    earlier plan's memory (``timestamp_wins`` within a batch). A new memory's ``Asserted``
     comes after the ``Superseded`` events it causes: the log assigns consecutive
     microseconds within an append, so "as known at the new memory's ``recorded_at``"
     sees the whole write, links included.
@@ -177,4 +178,6 @@ def plan_writes(
                 version=older.version + 1,
             )
         events.append(assert_event(plan, memory_id, window))
+        state[memory_id] = Existing(memory_id, plan.draft.kind, State.CURRENT, window,
+                                    plan.draft.claim(), version=1, position=0)  # fmt: skip
     return events

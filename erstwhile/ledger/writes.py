@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from erstwhile.domain.bar import clears_bar
+from erstwhile.domain.bar import ClaimView, clears_bar
 from erstwhile.domain.errors import (
     IdempotencyMismatch,
     NotFound,
@@ -19,6 +19,7 @@ from erstwhile.domain.errors import (
 )
 from erstwhile.domain.events import (
     Archived,
+    Asserted,
     Forgotten,
     LedgerEvent,
 )
@@ -116,18 +117,20 @@ class WriteCommands(LedgerCore):
         if replay is not None:
             return replay
         now = self.now()
+        ids = [uuid7(now, os.urandom(10)) for _ in plans]
         olders: dict[UUID, Existing] = {}
         if any(p.supersedes or p.policy != "propose" for p in plans):
             # Validate against the memories touched, as the whole log now says.
             self.runner.catch_up()
             with translated_errors(), self.log.backend.read() as sql:
-                plans = [self._apply_policy(sql, plan, now) for plan in plans]
+                plans = self._apply_policies(sql, plans, ids, now)
+                own = set(ids)  # superseded within the batch: plan_writes knows them
                 olders = {
                     older_id: self.reader.state(sql, older_id).existing
                     for plan in plans
                     for older_id in plan.supersedes
+                    if older_id not in own
                 }
-        ids = [uuid7(now, os.urandom(10)) for _ in plans]
         claims = [
             IdempotencyClaim(self.namespace, plan.idempotency_key, plan.fingerprint, new_id)
             for plan, new_id in zip(plans, ids, strict=True)
@@ -141,6 +144,11 @@ class WriteCommands(LedgerCore):
             self._fold_in_append(sql, previous_head, appended)
             if self._folded:
                 positions = {older_id: older.position for older_id, older in olders.items()}
+                positions.update(  # memories this very batch asserted, then superseded
+                    (record.memory_id, record.position)
+                    for record, event in appended
+                    if isinstance(event, Asserted)
+                )
                 links.update(links_from_fold(appended, self.memories_projection.clocks, positions))
 
         result = self.log.append(
@@ -247,16 +255,29 @@ class WriteCommands(LedgerCore):
             self.forget(memory_id, hard=True, reason="purge after grace period")
         return due
 
-    def _apply_policy(self, sql: Sql, plan: WritePlan, now: datetime) -> WritePlan:
-        """Under ``timestamp_wins``, add every older memory that clears the bar."""
-        if plan.policy != "timestamp_wins":
-            return plan
-        newer = plan.claim_view(now)
-        winners = [
-            c.id for c in candidates(sql, self.namespace, newer, LATEST, self.log.backend.dialect)
-            if clears_bar(c, newer) and c.id not in plan.supersedes
-        ]  # fmt: skip
-        return replace(plan, supersedes=(*plan.supersedes, *winners))
+    def _apply_policies(
+        self, sql: Sql, plans: Sequence[WritePlan], ids: Sequence[UUID], now: datetime
+    ) -> list[WritePlan]:
+        """Under ``timestamp_wins``, add every older memory that clears the bar, as the
+        batch leaves it so far, so that a batch does what its items would do one after
+        another: a memory an earlier item superseded is no longer current, and an
+        earlier item is a candidate like a stored memory."""
+        superseded: set[UUID] = set()
+        earlier = EarlierClaims()
+        applied = []
+        for place, (plan, new_id) in enumerate(zip(plans, ids, strict=True)):
+            newer = plan.claim_view(now)
+            if plan.policy == "timestamp_wins":
+                stored = candidates(sql, self.namespace, newer, LATEST, self.log.backend.dialect)
+                winners = [
+                    c.id for c in [*stored, *earlier.meeting(newer)]
+                    if clears_bar(c, newer) and c.id not in superseded | set(plan.supersedes)
+                ]  # fmt: skip
+                plan = replace(plan, supersedes=(*plan.supersedes, *winners))
+            superseded.update(plan.supersedes)
+            earlier.add(replace(newer, id=new_id, position=place))
+            applied.append(plan)
+        return applied
 
     def _idempotent_replay(self, plans: Sequence[WritePlan]) -> list[Memory] | None:
         keyed = [p for p in plans if p.idempotency_key is not None]
@@ -308,3 +329,28 @@ def _first_of_each_key(plans: list[WritePlan]) -> tuple[list[WritePlan], list[in
             )
         places.append(first[key])
     return kept, places
+
+
+class EarlierClaims:
+    """The claims of a batch's earlier items, found the way stored candidates are: a
+    structured claim by its key, any claim by a shared entity (a structured claim meets
+    another structured one by key alone)."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[tuple[str | None, str | None], list[ClaimView]] = {}
+        self.by_entity: dict[str, list[ClaimView]] = {}
+
+    def add(self, claim: ClaimView) -> None:
+        if claim.keyed:
+            self.by_key.setdefault((claim.subject_key, claim.attribute_key), []).append(claim)
+        for entity in claim.entities:
+            self.by_entity.setdefault(entity, []).append(claim)
+
+    def meeting(self, newer: ClaimView) -> list[ClaimView]:
+        """The earlier claims that may share ``newer``'s subject, in batch order."""
+        found = {c.id: c for c in self.by_key.get((newer.subject_key, newer.attribute_key), [])
+                 if newer.keyed}  # fmt: skip
+        for entity in newer.entities:
+            found.update((c.id, c) for c in self.by_entity.get(entity, [])
+                         if not (newer.keyed and c.keyed))  # fmt: skip
+        return sorted(found.values(), key=lambda c: c.position)

@@ -146,23 +146,32 @@ def memories_from_append(
     """Build the memories an append asserted straight from its events, without reading
     them back. With ``links`` (read in the append's transaction, after the fold) they
     equal what ``get`` returns; without, as for a writer that does not wait for its
-    projections, the vector clocks are left empty until a follower folds them."""
+    projections, the vector clocks are left empty until a follower folds them. A memory
+    a later item of the same append superseded (``timestamp_wins`` within a batch) is
+    returned superseded."""
+    replaced = {
+        record.memory_id: event for record, event in appended if isinstance(event, Superseded)
+    }
     found = []
     for record, event in appended:
         if isinstance(event, Asserted):
             link = (links or {}).get(record.memory_id)
+            successor = replaced.get(record.memory_id)
             found.append(
                 Memory(
                     id=record.memory_id, namespace=namespace, kind=event.kind,
                     content=event.content, subject=event.subject, attribute=event.attribute,
                     value=event.value, entities=list(event.entities),
-                    valid_from=event.valid_from, valid_until=event.valid_until,
+                    valid_from=event.valid_from,
+                    valid_until=successor.at if successor else event.valid_until,
                     occurred_at=event.occurred_at, confidence=event.confidence,
                     evidence=list(event.evidence), extractor_id=event.extractor_id,
                     extracted_at=event.extracted_at, actor=record.actor,
-                    metadata=event.metadata, state=State.CURRENT,
+                    metadata=event.metadata,
+                    state=State.SUPERSEDED if successor else State.CURRENT,
                     recorded_at=record.recorded_at, position=record.position,
                     supersedes=link.supersedes if link else list(event.supersedes),
+                    superseded_by=successor.newer_id if successor else None,
                     vector_clock=link.vector_clock if link else {},
                 )
             )  # fmt: skip

@@ -13,6 +13,7 @@ from erstwhile import Ledger, NotFound, State, SupersessionRefused, ValidationEr
 from erstwhile.projections import recall, search
 from tests.conftest import ManualClock, OpenLedger, event_count
 
+JAN = "2026-01-01T00:00:00Z"
 MAR = "2026-03-01T00:00:00Z"
 APR = "2026-04-01T00:00:00Z"
 JUL = "2026-07-01T00:00:00Z"
@@ -617,6 +618,39 @@ def test_timestamp_wins_consolidates_in_one_atomic_append(ledger: Ledger) -> Non
     assert [m.id for m in ledger.facts("me", "city")] == [berlin.id]
     assert [m.id for m in ledger.chain(lisbon.id)] == [lisbon.id, porto.id, berlin.id]
     assert ledger.proposals() == []
+
+
+def test_timestamp_wins_in_one_batch_does_what_the_same_calls_do_one_by_one(
+    open_ledger: OpenLedger,
+) -> None:
+    """Within ``remember_many`` an earlier item is a candidate like a stored memory, and
+    a memory an earlier item superseded is no longer current: Bergen replaces Oslo and
+    Tromso replaces Bergen, in one batch as in three calls."""
+
+    def items(subject: str) -> list[dict[str, Any]]:
+        moves = [("Oslo", JAN, "propose"), ("Bergen", MAR, "timestamp_wins"),
+                 ("Tromso", "2026-05-01T00:00:00Z", "timestamp_wins")]  # fmt: skip
+        return [{"content": f"HQ is in {city}", "subject": subject, "attribute": "city",
+                 "value": city, "valid_from": start, "policy": policy}
+                for city, start, policy in moves]  # fmt: skip
+
+    ledger = open_ledger(namespace="acme")
+    one_by_one = [ledger.remember(**item) for item in items("one")]
+    before = event_count(ledger)
+    batch = ledger.remember_many(items("batch"))
+    assert event_count(ledger) == before + 5  # three assertions, two supersessions
+
+    def shape(memories: list[Any]) -> list[tuple[Any, ...]]:
+        place = {m.id: n for n, m in enumerate(memories)}
+        return [(m.value, m.state, m.valid_until, [place[i] for i in m.supersedes],
+                 place.get(m.superseded_by)) for m in memories]  # fmt: skip
+
+    now_one = [ledger.get(m.id) for m in one_by_one]
+    assert shape(batch) == shape(now_one) == shape([ledger.get(m.id) for m in batch])
+    assert [m.value for m in ledger.facts("batch", "city")] == ["Tromso"]
+    assert ledger.conflicts("batch") == [] and ledger.proposals() == []
+    ledger.rebuild()
+    assert shape([ledger.get(m.id) for m in batch]) == shape(now_one)
 
 
 def test_timestamp_wins_leaves_memories_below_the_bar_alone(ledger: Ledger) -> None:
