@@ -17,6 +17,7 @@ from erstwhile.domain.events import (
 )
 from erstwhile.domain.memory import Memory
 from erstwhile.domain.rules import check_supersession
+from erstwhile.domain.time import to_micros
 from erstwhile.domain.views import Conflict, Proposal
 from erstwhile.eventstore import (
     translated_errors,
@@ -77,9 +78,11 @@ class Curation(LedgerCore):
 
     def conflicts(self, subject: str | None = None) -> list[Conflict]:
         """Return each set of live memories that contradict each other, with the
-        highest-confidence member and the recommended resolution."""
+        highest-confidence member and the recommended resolution. Live: current, or
+        superseded at an instant still to come (true until then)."""
         with translated_errors(), self.log.backend.read() as sql:
-            claims = recall.live_keyed_claims(sql, self.namespace, subject)
+            now = to_micros(self._present(sql))
+            claims = recall.live_keyed_claims(sql, self.namespace, subject, now)
         found = []
         for members in conflict_sets(claims):
             highest, resolution = resolve(members)

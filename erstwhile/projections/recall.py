@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from erstwhile.domain.bar import ClaimView
-from erstwhile.domain.memory import Kind, State, normalise_label
+from erstwhile.domain.memory import Kind, normalise_label
 from erstwhile.domain.time import to_micros
 from erstwhile.eventstore import Sql
 from erstwhile.projections.candidates import CLAIM_SELECT, claim_from_row
@@ -351,34 +351,45 @@ def proposal_row(sql: Sql, namespace: str, proposal: UUID) -> Any:
     return sql.fetchone()
 
 
-def live_keyed_claims(sql: Sql, namespace: str, subject: str | None) -> list[ClaimView]:
-    """Return current, structured, valued claims (events aside), for contradiction checks,
-    in log order: those of ``subject``, or, for the whole namespace, those of the
-    subjects where some key holds two different values (no other claim can contradict
-    one)."""
+def _live(table: str) -> str:
+    """The condition (one parameter: an instant) that a claim of ``table`` (an alias, or
+    empty) still stands then: current, or superseded at a later instant (its window
+    runs until that instant, so it is still true)."""
+    column = f"{table}." if table else ""
+    return (
+        f"({column}state = 'current' OR ({column}state = 'superseded' AND {column}valid_until > ?))"
+    )
+
+
+def live_keyed_claims(sql: Sql, namespace: str, subject: str | None, now: int) -> list[ClaimView]:
+    """Return live (see :func:`_live`, at ``now``), structured, valued claims (events
+    aside), for contradiction checks, in log order: those of ``subject``, or, for the
+    whole namespace, those of the subjects where some key holds two different values (no
+    other claim can contradict one)."""
     if subject is not None:
-        return _subject_claims(sql, namespace, normalise_label(subject))
+        return _subject_claims(sql, namespace, normalise_label(subject), now)
     claims = [
         claim
-        for subject_key in _disagreeing_subjects(sql, namespace)
-        for claim in _subject_claims(sql, namespace, subject_key)
+        for subject_key in _disagreeing_subjects(sql, namespace, now)
+        for claim in _subject_claims(sql, namespace, subject_key, now)
     ]
     return sorted(claims, key=lambda claim: claim.position)
 
 
-def _subject_claims(sql: Sql, namespace: str, subject_key: str) -> list[ClaimView]:
+def _subject_claims(sql: Sql, namespace: str, subject_key: str, now: int) -> list[ClaimView]:
     """The live keyed claims about one (normalised) subject, in log order."""
     sql.execute(
         CLAIM_SELECT + "WHERE v.namespace = ? AND v.subject_key = ? AND v.recorded_until = ? "
-        "AND v.state = ? AND v.kind <> 'event' AND v.attribute_key IS NOT NULL "
+        f"AND {_live('v')} "
+        "AND v.kind <> 'event' AND v.attribute_key IS NOT NULL "
         "AND m.value IS NOT NULL ORDER BY m.position",
-        [namespace, subject_key, LATEST + 1, State.CURRENT.value],
+        [namespace, subject_key, LATEST + 1, now],
     )
     return [claim_from_row(row) for row in sql.fetchall()]
 
 
-def _disagreeing_subjects(sql: Sql, namespace: str) -> list[str]:
-    """The subjects with a key whose current claims hold two different values (as
+def _disagreeing_subjects(sql: Sql, namespace: str, now: int) -> list[str]:
+    """The subjects with a key whose live claims hold two different values (as
     stored: values that differ only in spelling pass too, and the exact test drops
     them). Read from ``memories``, one row per memory in its latest state, through its
     (namespace, subject, attribute) index: reading every current version and building
@@ -386,9 +397,9 @@ def _disagreeing_subjects(sql: Sql, namespace: str) -> list[str]:
     no contradiction at all."""
     sql.execute(
         "SELECT DISTINCT subject_key FROM (SELECT subject_key FROM memories "
-        "WHERE namespace = ? AND state = ? AND kind <> 'event' AND subject_key IS NOT NULL "
+        f"WHERE namespace = ? AND {_live('')} AND kind <> 'event' AND subject_key IS NOT NULL "
         "AND attribute_key IS NOT NULL AND value IS NOT NULL "
         "GROUP BY subject_key, attribute_key HAVING count(DISTINCT value) > 1) d",
-        [namespace, State.CURRENT.value],
+        [namespace, now],
     )
     return sorted(str(row["subject_key"]) for row in sql.fetchall())

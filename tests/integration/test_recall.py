@@ -724,10 +724,32 @@ def test_the_namespace_s_conflicts_are_those_of_every_subject_read_whole(
                  c.resolution) for c in ledger.conflicts()]  # fmt: skip
 
     found = summary()
-    every = lambda sql, namespace: [f"s{n}" for n in range(12)]  # noqa: E731
+    every = lambda sql, namespace, now: [f"s{n}" for n in range(12)]  # noqa: E731
     monkeypatch.setattr(recall, "_disagreeing_subjects", every)
     assert summary() == found
     assert len(found) >= 5
+
+
+def test_a_claim_superseded_at_an_instant_to_come_still_contradicts_until_then(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """Friday is replaced by Monday only from December, so until then the ledger holds
+    Friday and an unlinked Monday from April at once: both true now, a contradiction.
+    Once December has come, Friday's window has ended and only Monday stands."""
+    clock.set("2026-08-01T00:00:00+00:00")
+    friday = ledger.remember("deadline Friday", subject="launch", attribute="deadline",
+                             value="Friday", valid_from=MAR)  # fmt: skip
+    ledger.revise(friday.id, "deadline Monday from December", value="Monday",
+                  at="2026-12-01T00:00:00Z")  # fmt: skip
+    monday = ledger.remember("deadline Monday", subject="launch", attribute="deadline",
+                             value="Monday", valid_from=APR)  # fmt: skip
+    assert {m.value for m in ledger.facts("launch", "deadline")} == {"Friday", "Monday"}
+    for conflicts in (ledger.conflicts(), ledger.conflicts("launch")):
+        (conflict,) = conflicts
+        assert [m.id for m in conflict.members] == [friday.id, monday.id]
+        assert conflict.members[0].state is State.SUPERSEDED
+    clock.set("2026-12-02T00:00:00+00:00")
+    assert ledger.conflicts() == [] and ledger.conflicts("launch") == []
 
 
 # ------------------------------------------------------------------ causality
