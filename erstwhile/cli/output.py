@@ -12,8 +12,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from pydantic import BaseModel
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -25,6 +26,38 @@ ID_WIDTH = 36
 
 console = Console()
 errors = Console(stderr=True)
+
+
+class FittedTable(Table):
+    """A table that never squeezes a column to nothing: where the terminal is narrower
+    than its columns' narrowest widths (long words, ids that never fold), each row is
+    shown as a block of ``column  value`` lines instead, so nothing is cut off."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.__rich_measure__(console, options).minimum <= options.max_width:
+            yield from super().__rich_console__(console, options)
+            return
+        if self.title:
+            yield Text.from_markup(str(self.title), style="table.title")
+        headers = [str(column.header) for column in self.columns]
+        cells = [list(column.cells) for column in self.columns]
+        # Below an id's width beside the longest header, each value goes under its header.
+        stacked = options.max_width < max(map(len, headers)) + 2 + ID_WIDTH
+        for row in range(self.row_count):
+            block = Table.grid(padding=(0, 2))
+            if not stacked:
+                block.add_column(style="bold", no_wrap=True)
+            block.add_column(overflow="fold")
+            for header, column in zip(headers, cells, strict=True):
+                if stacked:
+                    block.add_row(Text(header, style="bold"))
+                    block.add_row(Padding(column[row], (0, 0, 0, 2)))
+                else:
+                    block.add_row(header, column[row])
+            yield block
+            yield Text("")
+        if self.caption:
+            yield Text.from_markup(str(self.caption), style="table.caption")
 
 
 def print_json(payload: Any) -> None:
@@ -74,7 +107,7 @@ def memory_table(title: str, memories: Sequence[Memory], *, ids: bool = False) -
 
     Narrow terminals fold long cells onto more lines rather than cut them.
     """
-    table = Table(title=title, title_justify="left")
+    table = FittedTable(title=title, title_justify="left")
     table.add_column("content", overflow="fold", width=ID_WIDTH if ids else None)
     for column in ("value", "valid window", "state"):
         table.add_column(column, overflow="fold")
@@ -89,7 +122,7 @@ def memory_table(title: str, memories: Sequence[Memory], *, ids: bool = False) -
 
 def hit_table(title: str, hits: Sequence[Hit]) -> Table:
     """Return a table of search hits: tier, score, then the memory as in a listing."""
-    table = Table(title=escape(title), title_justify="left")
+    table = FittedTable(title=escape(title), title_justify="left")
     table.add_column("tier", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("content", overflow="fold", width=ID_WIDTH)
@@ -107,10 +140,10 @@ def hit_table(title: str, hits: Sequence[Hit]) -> Table:
 
 def proposal_table(proposals: Sequence[Proposal]) -> Table:
     """Return a table of open proposals: which newer memory would supersede which older."""
-    table = Table(title="Open proposals: newer would supersede older", title_justify="left")
+    table = FittedTable(title="Open proposals: newer would supersede older", title_justify="left")
     table.add_column("proposal", overflow="fold", width=ID_WIDTH)
     for column in ("newer", "older"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=True, min_width=ID_WIDTH)
     table.add_column("confidence", justify="right")
     for proposal in proposals:
         ids = (proposal.id, proposal.newer_id, proposal.older_id)
@@ -125,7 +158,7 @@ def conflict_table(conflict: Conflict) -> Table:
         f"{conflict.subject} {conflict.attribute}: {len(conflict.members)} claims disagree "
         f"(resolution: {conflict.resolution.replace('_', ' ')})"
     )
-    table = Table(title=escape(title), title_justify="left", caption="★ highest confidence")
+    table = FittedTable(title=escape(title), title_justify="left", caption="★ highest confidence")
     table.add_column("content", overflow="fold", width=ID_WIDTH)
     for column in ("value", "valid window", "confidence"):
         table.add_column(column, overflow="fold")
@@ -160,7 +193,7 @@ def show_field(value: Any) -> str:
 
 def memory_detail(title: str, memory: Memory) -> Table:
     """Return one memory as a two-column table: every field and its value."""
-    table = Table(title=escape(title), title_justify="left", show_header=False)
+    table = FittedTable(title=escape(title), title_justify="left", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
     for name in Memory.model_fields:
@@ -172,7 +205,7 @@ def memory_detail(title: str, memory: Memory) -> Table:
 
 def event_table(events: Sequence[LoggedEvent]) -> Table:
     """Return a table of logged events: position, when, type, actor, memory and gist."""
-    table = Table(title="Audit log", title_justify="left")
+    table = FittedTable(title="Audit log", title_justify="left")
     for column in ("#", "recorded at", "type", "actor"):
         table.add_column(column, overflow="fold", no_wrap=column in ("#", "type"))
     table.add_column("memory / detail", overflow="fold", width=ID_WIDTH)
@@ -192,7 +225,7 @@ def event_table(events: Sequence[LoggedEvent]) -> Table:
 
 def status_table(head: int, positions: dict[str, int]) -> Table:
     """Return a table of each projection's tracked position and how far it lags the log."""
-    table = Table(title=f"Projections (log head: {head})", title_justify="left")
+    table = FittedTable(title=f"Projections (log head: {head})", title_justify="left")
     for column in ("projection", "position", "behind"):
         table.add_column(column)
     for projection, position in positions.items():

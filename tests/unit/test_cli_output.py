@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import io
+from datetime import UTC, datetime
+from uuid import UUID
 
-from erstwhile.cli.output import show_url
+import pytest
+from rich.console import Console
+
+from erstwhile.cli.output import event_table, proposal_table, show_url
+from erstwhile.domain.views import LoggedEvent, Proposal
 
 
 @pytest.mark.parametrize(
@@ -18,3 +24,39 @@ from erstwhile.cli.output import show_url
 )
 def test_a_store_url_is_shown_without_its_password(url: str, shown: str) -> None:
     assert show_url(url) == shown
+
+
+def rendered(table: object, width: int) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(table)
+    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+EVENTS = [
+    LoggedEvent(position=n, recorded_at=datetime(2026, 12, 1, 18, 15, n, tzinfo=UTC),
+                type="Asserted", memory_id=UUID(int=n), actor="planner-bot", namespace="acme",
+                data={"content": f"The team uses database number {n}"})
+    for n in (1, 2)
+]  # fmt: skip
+PROPOSALS = [Proposal(id=UUID(int=7), older_id=UUID(int=8), newer_id=UUID(int=9), confidence=0.5)]
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_a_narrow_terminal_shows_every_column_and_whole_ids(width: int) -> None:
+    """Where the columns cannot all fit, each row becomes a block of lines: no column
+    is squeezed away and no id is broken across lines (so it can be copied)."""
+    for table, headers, ids in [
+        (event_table(EVENTS), ["recorded at", "actor", "memory / detail"], [UUID(int=1), UUID(int=2)]),
+        (proposal_table(PROPOSALS), ["proposal", "newer", "older", "confidence"],
+         [UUID(int=7), UUID(int=8), UUID(int=9)]),
+    ]:  # fmt: skip
+        text = rendered(table, width)
+        assert all(header in text for header in headers), text
+        assert all(str(i) in text for i in ids), text
+        assert "planner-bot" in text or "0.50" in text
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+
+
+def test_a_wide_terminal_keeps_the_table() -> None:
+    text = rendered(event_table(EVENTS), 200)
+    assert "┃ #" in text and "2026-12-01 18:15:01Z" in text and "planner-bot" in text
