@@ -18,9 +18,9 @@ from typer.exceptions import TyperException
 
 from erstwhile.cli import reads, recall, timeline, transfer, writes
 from erstwhile.cli.audit import audit_app
-from erstwhile.cli.context import Settings
+from erstwhile.cli.context import Settings, settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
-from erstwhile.cli.output import console, memory_table
+from erstwhile.cli.output import console, dump, memory_table, print_json
 from erstwhile.cli.params import TIME_HELP
 from erstwhile.cli.projections import projections_app
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError
@@ -76,6 +76,7 @@ def exit_code(error: ErstwhileError) -> int:
 
 @app.command()
 def demo(
+    ctx: typer.Context,
     file: Annotated[
         Path | None,
         typer.Option(help="SQLite file to write the story to (must not exist yet)."),
@@ -87,7 +88,16 @@ def demo(
         raise ErstwhileError(f"{path} already exists; the demo needs a fresh file")
     with Ledger.open(f"sqlite:///{path}", namespace="demo", actor="demo") as ledger:
         answers = tell_story(ledger)
-    show_demo(answers, path)
+    if settings(ctx).json:
+        print_json({"file": str(path), "namespace": "demo", **{
+            name: dump(getattr(answers, name)) for name in DEMO_QUESTIONS
+        }})  # fmt: skip
+    else:
+        show_demo(answers, path)
+
+
+DEMO_QUESTIONS = ("now", "in_march", "at_handover", "known_before_move", "chain")
+"""The demo's answers, by the names ``--json`` gives them."""
 
 
 def show_demo(answers: DemoAnswers, path: Path) -> None:

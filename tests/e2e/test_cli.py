@@ -261,6 +261,12 @@ def test_demo_tells_the_story(tmp_path: Path) -> None:
     assert "AWS" in now and "Supabase" not in now
     assert "Supabase" in march and "AWS" not in march
     assert (tmp_path / "demo.db").exists()
+    as_json = run(tmp_path, "--json", "demo", "--file", str(tmp_path / "again.db")).json()
+    assert as_json["file"] == str(tmp_path / "again.db") and as_json["namespace"] == "demo"
+    answers = {name: values(as_json[name]) for name in ("now", "in_march", "at_handover",
+                                                          "known_before_move", "chain")}  # fmt: skip
+    assert answers == {"now": ["AWS"], "in_march": ["Supabase"], "at_handover": ["AWS"],
+                       "known_before_move": ["Supabase"], "chain": ["Supabase", "AWS"]}  # fmt: skip
 
 
 @pytest.mark.postgres
