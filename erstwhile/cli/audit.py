@@ -11,13 +11,13 @@ from erstwhile.cli.context import open_ledger, settings
 from erstwhile.cli.output import (
     console,
     dump,
-    errors,
     event_table,
     print_json,
     show_instant,
     show_memories,
 )
 from erstwhile.cli.params import time_option
+from erstwhile.cli.projections import progress_bar
 from erstwhile.domain.errors import ErstwhileError
 
 audit_app = typer.Typer(
@@ -93,8 +93,8 @@ def replay(
     Unlike `facts --known-at`, which reads the projections, this rebuilds them from the log.
     """
     with open_ledger(ctx) as ledger:
-        with errors.status(f"Replaying the log up to {show_instant(known_at)}…"):
-            past = ledger.replay(known_at=known_at)
+        with progress_bar({}) as progress:
+            past = ledger.replay(known_at=known_at, progress=progress)
         with past:
             found = past.facts(subject, attribute, as_of=as_of)
     about = f"{subject} {attribute}" if attribute else subject

@@ -30,6 +30,7 @@ from erstwhile.eventstore.log import Restored
 from erstwhile.ledger.core import LedgerCore
 from erstwhile.ledger.curation import Curation
 from erstwhile.ledger.reads import Queries, event_data
+from erstwhile.projections.base import Progress
 
 EVENT_TYPES: dict[str, type[LedgerEvent]] = {
     cls.__name__: cls for cls in (Asserted, Superseded, Archived, Forgotten, ProposalRejected)
@@ -47,9 +48,10 @@ class Audit(LedgerCore):
         checked, first_break = self.log.verify()
         return VerifyReport(ok=first_break is None, checked=checked, first_break=first_break)
 
-    def replay(self, known_at: Instant) -> ReplayLedger:
+    def replay(self, known_at: Instant, progress: Progress | None = None) -> ReplayLedger:
         """Rebuild every projection from the log as it stood at ``known_at`` into a scratch
-        store, and return a read-only ledger over it (close it when done)."""
+        store, and return a read-only ledger over it (close it when done). ``progress``
+        is called as ``rebuild`` calls it, while the projections are folded."""
         instant = to_utc(known_at, "known_at")
         folder = Path(tempfile.mkdtemp(prefix="erstwhile-replay-"))
         try:
@@ -58,7 +60,7 @@ class Audit(LedgerCore):
             replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
                                     clock=lambda: instant, folder=folder)  # fmt: skip
             replayed.runner.setup()
-            replayed.runner.catch_up()
+            replayed.runner.catch_up(progress=progress)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise

@@ -403,3 +403,14 @@ def test_replay_before_a_hard_forget_shows_nothing_of_the_memory(
         assert past.search("secret alpha") == []
         assert [m.id for m in past.chain(kept.id)] == [kept.id]
         assert past.get(kept.id).content == "The plan is called beta"
+
+
+def test_replay_reports_its_progress_as_rebuild_does(ledger: Ledger, clock: ManualClock) -> None:
+    instant = story(ledger, clock)[-1]
+    seen: list[tuple[str, int, int]] = []
+    with ledger.replay(known_at=instant, progress=lambda *step: seen.append(step)) as past:
+        head = past.head()
+    assert head > 0
+    assert {name for name, _, _ in seen} == {p.name for p in ledger.runner.projections}
+    assert all(total == head for _, _, total in seen)
+    assert max(reached for _, reached, _ in seen) == head
