@@ -14,9 +14,10 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from erstwhile.domain.memory import Kind
+from erstwhile.domain.memory import JSON_INTEGERS, Kind
 
 _BARE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_INTEGER = re.compile(r"-?\d+")
 TIME_HELP = "TIME is ISO 8601 with an offset or Z, a bare date (midnight UTC), or 'now'."
 
 
@@ -43,7 +44,13 @@ def parse_time(text: str) -> datetime:
 
 
 def parse_value(text: str) -> Any:
-    """Read a claim's value: JSON if the text is JSON, else the text itself."""
+    """Read a claim's value: JSON if the text is JSON, else the text itself. An integer
+    JSON cannot keep exactly (beyond 64 bits, which orjson would read as a float) is
+    refused rather than rounded."""
+    if _INTEGER.fullmatch(text.strip()) and int(text) not in JSON_INTEGERS:
+        raise typer.BadParameter(
+            f"{text.strip()} does not fit in 64 bits; quote it to keep it as text"
+        )
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -68,6 +68,14 @@ def test_a_value_is_json_or_else_text(text: str, expected: object) -> None:
     assert parse_value(text) == expected
 
 
+def test_an_integer_json_cannot_keep_is_refused_not_rounded() -> None:
+    assert parse_value(str(2**64 - 1)) == 2**64 - 1 and parse_value(str(-(2**63))) == -(2**63)
+    for text in [str(2**64), "123456789012345678901234567890", str(-(2**63) - 1)]:
+        with pytest.raises(typer.BadParameter, match="64 bits"):
+            parse_value(text)
+    assert parse_value('"123456789012345678901234567890"') == "123456789012345678901234567890"
+
+
 def test_metadata_must_be_a_json_object() -> None:
     assert parse_metadata('{"source": "chat", "n": [1]}') == {"source": "chat", "n": [1]}
     for text in ["[1]", "12", '"x"', "{source: chat}", ""]:
