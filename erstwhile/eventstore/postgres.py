@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import psycopg
@@ -33,6 +33,8 @@ from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long opening a connection may take before the store is reported unreachable."""
 PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 """A schema name PostgreSQL takes as it is, quoted or not (eventsourcing's recorders
 write it unquoted into some statements, where another name would fail or fold case)."""
@@ -259,7 +261,7 @@ def datastore_from_url(
         pool_size=pool_size,
         max_overflow=max_overflow,
         schema=schema,
-        connect_timeout=10,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
         pool_open_timeout=None,
         lock_timeout=30,
     )
@@ -274,6 +276,7 @@ class PostgresBackend(Backend):
     def __init__(self, url: str) -> None:
         self.url = url
         self.datastore = datastore_from_url(url)
+        self._reach()
         self.recorder = LedgerPostgresRecorder(self.datastore)
         self.tracker = PostgresTrackingRecorder(
             self.datastore, tracking_table_name="erstwhile_tracking"
@@ -287,6 +290,14 @@ class PostgresBackend(Backend):
         self._begin_write = ("BEGIN", *lock)
         self._begin_fold = ("BEGIN", "SET LOCAL synchronous_commit = off", *lock)
         self._notify = SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name))
+
+    def _reach(self) -> None:
+        """Connect once, directly, and hang up: a server that does not answer, or a role
+        or database it does not know, fails here at once with the server's own reason
+        (through the pool it took the pool's whole 10 s timeout, then said only that)."""
+        pool_arguments = cast(dict[str, Any], self.datastore.pool.kwargs)
+        arguments = {k: v for k, v in pool_arguments.items() if k != "row_factory"}
+        psycopg.connect(**arguments, connect_timeout=CONNECT_TIMEOUT_SECONDS).close()
 
     def create_tables(self) -> None:
         """Create the schema and tables once, even when several processes open at once.

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
 
 import psycopg
 import pytest
 
-from erstwhile import ErstwhileError, Ledger, NotFound, ValidationError
+from erstwhile import ErstwhileError, Ledger, NotFound, StoreUnavailable, ValidationError
 from tests.conftest import OpenLedger, event_count
 from tests.unit.test_memory_input import BAD_INPUTS
 
@@ -125,6 +127,23 @@ def test_commands_refuse_bad_arguments(
 def test_open_refuses_bad_names(store_url: str, options: dict[str, str]) -> None:
     with pytest.raises(ValidationError):
         Ledger.open(store_url, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [({"path": "/no_such_database"}, "does not exist"),
+     ({"netloc": "no_such_role@127.0.0.1:5432"}, "does not exist"),
+     ({"netloc": "postgres@127.0.0.1:1"}, "refused")],
+)  # fmt: skip
+def test_a_postgresql_store_that_cannot_be_reached_says_why_at_once(
+    postgres_database: str, change: dict[str, str], reason: str
+) -> None:
+    """The server's own reason, not the connection pool's timeout ten seconds later."""
+    url = urlunsplit(urlsplit(postgres_database)._replace(**change))
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match=reason):
+        Ledger.open(url)
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("schema", ["hunt-2", "Mixed", "1st", "a b", "x" * 64])
