@@ -116,6 +116,7 @@ class WriteCommands(LedgerCore):
         replay = self._idempotent_replay(plans)
         if replay is not None:
             return replay
+        self._check_observed(plans)
         now = self.now()
         ids = [uuid7(now, os.urandom(10)) for _ in plans]
         olders: dict[UUID, Existing] = {}
@@ -278,6 +279,16 @@ class WriteCommands(LedgerCore):
             earlier.add(replace(newer, id=new_id, position=place))
             applied.append(plan)
         return applied
+
+    def _check_observed(self, plans: Sequence[WritePlan]) -> None:
+        """Refuse an ``observed_position`` past the log's head: no writer can have read
+        it (the head only grows, so a position the head has reached stays valid)."""
+        observed = [p.observed_position for p in plans if p.observed_position is not None]
+        if observed and max(observed) > (head := self.log.head()):
+            raise ValidationError(
+                f"observed_position {max(observed)} is past the log's head ({head}): "
+                "give the position the writer had read (ledger.head())"
+            )
 
     def _idempotent_replay(self, plans: Sequence[WritePlan]) -> list[Memory] | None:
         keyed = [p for p in plans if p.idempotency_key is not None]

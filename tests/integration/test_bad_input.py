@@ -91,6 +91,7 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("naive since", lambda ledger, mine, theirs: list(ledger.events(since=datetime(2026, 1, 1))), ValidationError, "naive"),
     ("unknown policy", lambda ledger, mine, theirs: ledger.remember("x", policy="yolo"), ValidationError, "policy"),
     ("bad supersedes id", lambda ledger, mine, theirs: ledger.remember("x", supersedes=["nope"]), NotFound, ""),
+    ("observed_position past the head", lambda ledger, mine, theirs: ledger.remember("x", observed_position=ledger.head() + 1), ValidationError, "past the log's head"),
     ("observed_position too large", lambda ledger, mine, theirs: ledger.remember("x", observed_position=2**70), ValidationError, "log position"),
     ("idempotency key with a surrogate", lambda ledger, mine, theirs: ledger.remember("x", idempotency_key="\ud800"), ValidationError, "surrogate"),
     ("a batch item that is not a mapping", lambda ledger, mine, theirs: ledger.remember_many([{"content": "ok"}, "x"]), ValidationError, "item 1"),
