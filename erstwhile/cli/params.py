@@ -87,22 +87,17 @@ def time_option(help: str) -> Any:
 
 
 # The claim's fields, shared by `remember` and `revise`.
-KindOpt = Annotated[
-    Kind | None,
-    typer.Option(
+def kind_option(default: str) -> Any:
+    """Return a typer option that reads a KIND, its help naming ``default``."""
+    return typer.Option(
         parser=parse_kind,
         metavar="KIND",
-        help="What sort of claim: " + ", ".join(Kind) + " (default: fact).",
-    ),
-]
-RevisedKindOpt = Annotated[
-    Kind | None,
-    typer.Option(
-        parser=parse_kind,
-        metavar="KIND",
-        help="What sort of claim: " + ", ".join(Kind) + " (default: the older memory's).",
-    ),
-]
+        help="What sort of claim: " + ", ".join(Kind) + f" (default: {default}).",
+    )
+
+
+KindOpt = Annotated[Kind | None, kind_option("fact")]
+RevisedKindOpt = Annotated[Kind | None, kind_option("the older memory's")]
 SubjectOpt = Annotated[
     str | None, typer.Option(metavar="TEXT", help="What the claim is about, e.g. team.")
 ]
