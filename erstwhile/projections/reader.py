@@ -317,7 +317,9 @@ class MemoryReader:
             rows += [
                 row
                 for row in sql.fetchall()
-                if row["namespace"] == self.namespace and row["state"] != State.FORGOTTEN
+                if row["namespace"] == self.namespace
+                and row["state"] != State.FORGOTTEN
+                and row["erased_at"] is None  # see state(): a fold from before the forget
             ]
         rows.sort(key=lambda row: row["position"])
         return self.with_links(sql, rows, LATEST)

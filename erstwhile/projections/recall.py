@@ -335,7 +335,8 @@ def open_proposals(sql: Sql, namespace: str) -> list[Any]:
         "SELECT p.id, p.older_id, p.newer_id, p.confidence FROM proposals p "
         "JOIN memories o ON o.id = p.older_id JOIN memories n ON n.id = p.newer_id "
         "WHERE p.namespace = ? AND p.status = 'open' AND o.state = 'current' "
-        "AND n.state = 'current' ORDER BY p.position, p.older_id",
+        "AND n.state = 'current' AND o.erased_at IS NULL AND n.erased_at IS NULL "
+        "ORDER BY p.position, p.older_id",
         (namespace,),
     )
     return sql.fetchall()

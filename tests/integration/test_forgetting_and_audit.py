@@ -405,6 +405,33 @@ def test_replay_before_a_hard_forget_shows_nothing_of_the_memory(
         assert past.get(kept.id).content == "The plan is called beta"
 
 
+def test_a_replay_before_a_hard_forget_leaves_it_out_of_links_and_proposals(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """Links and proposals name the erased memory too: a chain walks through it, a
+    history and the proposals list leave it out, as the live ledger does."""
+    first = ledger.remember("HQ in Oslo", subject="hq", attribute="city", value="Oslo",
+                            valid_from=MAR)  # fmt: skip
+    middle = ledger.revise(first.id, "HQ in Bergen", value="Bergen", at="2026-05-01T00:00:00Z")
+    last = ledger.revise(middle.id, "HQ in Tromso", value="Tromso", at="2026-07-01T00:00:00Z")
+    older = ledger.remember("Team uses Supabase", subject="team", attribute="db",
+                            value="Supabase", valid_from=MAR)  # fmt: skip
+    ledger.remember("Team uses AWS", subject="team", attribute="db", value="AWS",
+                    valid_from="2026-07-01T00:00:00Z")  # fmt: skip
+    assert len(ledger.proposals()) == 1
+    instant = clock.advance(days=1)
+    clock.advance(days=1)
+    ledger.forget(middle.id, hard=True)
+    ledger.forget(older.id, hard=True)
+    with ledger.replay(known_at=instant) as past:
+        assert [m.id for m in past.chain(last.id)] == [first.id, last.id]
+        assert past.history(last.id).supersedes == []
+        assert past.history(first.id).superseded_by is None
+        assert past.proposals() == []
+    assert [m.id for m in ledger.chain(last.id)] == [first.id, last.id]
+    assert ledger.proposals() == []
+
+
 def test_replay_reports_its_progress_as_rebuild_does(ledger: Ledger, clock: ManualClock) -> None:
     instant = story(ledger, clock)[-1]
     seen: list[tuple[str, int, int]] = []
