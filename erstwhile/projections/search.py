@@ -18,6 +18,7 @@ the later events; on PostgreSQL they are tables keyed by memory id with a GIN in
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,16 +36,22 @@ from erstwhile.projections.shadow import ShadowSql
 STOP_WORDS = frozenset(
     """
     a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if
-    in into is it its itself just me more most my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that
-    the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with
-    would you your yours yourself yourselves
+    being below between both but by can could did do does doing don down during each few
+    for from further had has have having he her here hers herself him himself his how i
+    if in into is it its itself just me more most my myself no nor not now of off on
+    once only or other our ours ourselves out over own s same she should so some such t
+    than that the their theirs them themselves then there these they this those through
+    to too under until up very was we were what when where which while who whom why will
+    with would you your yours yourself yourselves
     """.split()  # noqa: SIM905 - a word list reads best as text
 )
+"""PostgreSQL's English stop words (its ``english.stop``), which its parser drops from
+queries and documents alike, plus "could" and "would". SQLite's tokenizer keeps every
+word, so the same list is dropped from queries on both backends: without ``s``, ``t``
+and ``don``, a question with a contraction ("what's", "don't") matched every memory
+with a possessive on SQLite and none on PostgreSQL."""
 WORD = re.compile(r"\w+", re.UNICODE)
+LETTERS_AND_DIGITS = re.compile(r"[^\W_]+", re.UNICODE)
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 UPKEEP = "memory_search_upkeep"
 PENDING = "memory_search_pending"
@@ -86,10 +93,27 @@ times as long (p50 4.2 against 2.3 ms) as on the optimized index. An optimize co
 removals cross the budget."""
 
 
+def without_accents(text: str) -> str:
+    """Return ``text`` with its diacritics removed (``café`` -> ``cafe``), as SQLite's
+    tokenizer reads words."""
+    if text.isascii():
+        return text
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def plain_text(text: str) -> str:
+    """PostgreSQL: a document as SQLite's tokenizer reads it (letters and digits, without
+    accents), so both backends find the same memories: PostgreSQL's own parser keeps an
+    e-mail address, a host, a path or ``2.1`` as one token, which no query word equals."""
+    return " ".join(LETTERS_AND_DIGITS.findall(without_accents(text)))
+
+
 def query_terms(query: str) -> list[str]:
-    """Return the meaningful terms of a query: words, case-folded, without stop words."""
+    """Return the meaningful terms of a query: words, case-folded, without accents and
+    stop words."""
     seen: dict[str, None] = {}
-    for word in WORD.findall(query.casefold()):
+    for word in WORD.findall(without_accents(query.casefold())):
         if word not in STOP_WORDS and word != "_":
             seen.setdefault(word, None)
     return list(seen)
@@ -265,8 +289,8 @@ class SearchProjection(Projection):
         self.sqlite = dialect == "sqlite"
         # SQLite: version 2 brought the live index and position rowids, version 3 the
         # live index's upkeep. PostgreSQL: version 3 brought the live table and each
-        # row's position.
-        self.version = 3
+        # row's position, version 4 documents as SQLite's tokenizer reads them.
+        self.version = 3 if self.sqlite else 4
         self.tables = (FULL, LIVE, KEYS, UPKEEP, PENDING) if self.sqlite else (FULL, LIVE)
         self.removals = 0
         """PostgreSQL: rows this process took out of the live table since it last
@@ -328,7 +352,7 @@ class SearchProjection(Projection):
             if isinstance(event, Asserted):
                 if not event.erased:
                     indexed += 1
-                    text = document(event)
+                    text = document(event) if self.sqlite else plain_text(document(event))
                     self._index(buffered, record.position, memory_id, text)
                     if end_to_micros(event.valid_until) > record.recorded_micros:
                         live.add(memory_id, record.position, text)

@@ -228,6 +228,30 @@ def test_the_best_matches_dropped_by_filters_do_not_hide_the_rest(
     assert ids(mine.search("launch plan", subject="final", as_of=JUL)) == []
 
 
+WORDS_ANSWERS = {
+    "alice@example.com": ["Contact alice@example.com for access", "Alice's car is red"],
+    "example": ["Contact alice@example.com for access"],
+    "where is the local bin": ["Binary in /usr/local/bin"],
+    "2.1": ["Upgrade to version 2.1 next week"],
+    "naive cafe": ["A naïve café on the corner"],
+    "naïve": ["A naïve café on the corner"],
+    "what's new": [],
+    "don't know": [],
+}
+"""Questions and the memories each finds, the same on both backends: every meaningful
+word counts, whatever punctuation or accents surround it, and contraction stubs (the
+``s`` of "what's", the ``t`` and ``don`` of "don't") are not words."""
+
+
+@pytest.mark.parametrize(("question", "found"), WORDS_ANSWERS.items())
+def test_both_backends_find_the_same_words(ledger: Ledger, question: str, found: list[str]) -> None:
+    for content in ["Contact alice@example.com for access", "Binary in /usr/local/bin",
+                    "Upgrade to version 2.1 next week", "A naïve café on the corner",
+                    "Alice's car is red", "Bob doesn't like tea"]:  # fmt: skip
+        ledger.remember(content)
+    assert [hit.memory.content for hit in ledger.search(question)] == found
+
+
 def test_a_search_known_at_an_instant_finds_the_same_with_or_without_its_position_bound(
     ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
