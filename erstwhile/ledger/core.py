@@ -209,7 +209,8 @@ class LedgerCore:
         with translated_errors(), self.log.backend.read() as sql:
             return self.reader.state(sql, as_id(memory_id))
 
-    def _append_one(self, event: LedgerEvent, erase: Sequence[UUID] = ()) -> None:
+    def _append_one(self, event: LedgerEvent, erase: Sequence[UUID] = ()) -> int:
+        """Append one event, fold it as the ledger folds its writes; return its position."""
         result = self.log.append(
             lambda _start: [event],
             actor=self.actor,
@@ -220,6 +221,7 @@ class LedgerCore:
             ahead=self._ahead_of_append,
         )
         self._after_append(result.position)
+        return result.position
 
     def _ahead_of_append(self, sql: Sql) -> None:
         """Send the reads a write's own fold starts with together with the read of the

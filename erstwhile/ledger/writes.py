@@ -237,7 +237,11 @@ class WriteCommands(LedgerCore):
             hard=hard,
             reason=optional_text(reason, "reason"),
         )
-        self._append_one(event, erase=[target.id] if hard else ())
+        position = self._append_one(event, erase=[target.id] if hard else ())
+        if not self.sync_projections:
+            # A forget takes effect in every read at once, and a hard one wipes the
+            # projections' copies of the content now, not when a follower comes by.
+            self.runner.catch_up(until=position)
         if hard:
             with translated_errors():
                 self.log.backend.scrub()

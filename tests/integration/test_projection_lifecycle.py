@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from erstwhile import Ledger
+from erstwhile import Ledger, NotFound
 from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
 from erstwhile.projections import MemoriesProjection
 from tests.conftest import ManualClock, OpenLedger
@@ -161,6 +161,23 @@ def test_without_a_follower_reads_lag_and_say_so(open_ledger: OpenLedger) -> Non
     assert {s.lag for s in writer.projection_status()} == {1}
     with pytest.raises(Exception, match="projections run"):
         writer.wait_for(timeout=0.2)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_a_forget_takes_effect_at_once_without_a_follower(
+    open_ledger: OpenLedger, hard: bool
+) -> None:
+    """A ledger that leaves folding to a follower still folds its forgets itself: the
+    memory disappears from every read at once, and a hard forget wipes the projections'
+    copies of the content now."""
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    memory = writer.remember("the vault code is 4711", subject="vault", attribute="code",
+                             value="4711")  # fmt: skip
+    writer.forget(memory.id, hard=hard)
+    with pytest.raises(NotFound):
+        writer.get(memory.id)
+    assert writer.search("vault code 4711") == [] and writer.facts("vault") == []
+    assert {s.lag for s in writer.projection_status()} == {0}
 
 
 FOLLOWER = """
