@@ -10,7 +10,7 @@ clash (another writer appended to the same memory first) surfaces as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -325,34 +325,51 @@ class EventLog:
                 return checked, None
             after = records[-1].position
 
-    def restore(self, entries: Sequence[Restored]) -> None:
+    def restore(
+        self, batches: Iterable[Sequence[Restored]], progress: Callable[[int], None] | None = None
+    ) -> int:
         """Write events exported from another ledger, keeping their positions, instants,
-        ids and actors; payloads are sealed under fresh keys and the hashes rechained."""
+        ids and actors; payloads are sealed under fresh keys and the hashes rechained.
+
+        Every batch goes into one transaction: an entry that fails (a malformed line
+        late in a file, an event out of order) leaves the log as it was. ``progress`` is
+        called with the number of events written so far after each batch; return it."""
+        restored = 0
         with translated_errors(conflicts=True), self.backend.write() as sql:
             tip = self.tip(sql)
-            previous, stamped = tip.hash, []
-            keys: list[tuple[UUID, str, bytes]] = []
-            for entry in entries:
-                last = tip.recorded_at
-                if entry.position <= tip.position or (
-                    last is not None and to_micros(entry.recorded_at) <= last
-                ):
-                    raise ValidationError(
-                        f"event at position {entry.position} does not come after the log's end"
-                    )
-                stored = self._encode_restored(entry, keys)
-                unhashed = RecordedEvent(
-                    position=entry.position, recorded_at=entry.recorded_at,
-                    memory_id=entry.event.originator_id, version=entry.event.originator_version,
-                    topic=stored.topic, schema_version=type(entry.event).class_version,
-                    actor=entry.actor, namespace=entry.namespace, payload=stored.state, hash=b"",
-                )  # fmt: skip
-                previous = chain_hash(previous, unhashed)
-                stamped.append(unhashed.with_hash(previous))
-                tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
-            self.backend.insert_events(sql, stamped)
-            self.keyring.store(sql, keys)
+            for entries in batches:
+                tip = self._restore_batch(sql, tip, entries)
+                restored += len(entries)
+                if progress is not None:
+                    progress(restored)
             self.backend.notify(sql)
+        return restored
+
+    def _restore_batch(self, sql: Sql, tip: LogTip, entries: Sequence[Restored]) -> LogTip:
+        """Stamp and insert one batch after ``tip``; return the new tip."""
+        previous, stamped = tip.hash, []
+        keys: list[tuple[UUID, str, bytes]] = []
+        for entry in entries:
+            last = tip.recorded_at
+            if entry.position <= tip.position or (
+                last is not None and to_micros(entry.recorded_at) <= last
+            ):
+                raise ValidationError(
+                    f"event at position {entry.position} does not come after the log's end"
+                )
+            stored = self._encode_restored(entry, keys)
+            unhashed = RecordedEvent(
+                position=entry.position, recorded_at=entry.recorded_at,
+                memory_id=entry.event.originator_id, version=entry.event.originator_version,
+                topic=stored.topic, schema_version=type(entry.event).class_version,
+                actor=entry.actor, namespace=entry.namespace, payload=stored.state, hash=b"",
+            )  # fmt: skip
+            previous = chain_hash(previous, unhashed)
+            stamped.append(unhashed.with_hash(previous))
+            tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
+        self.backend.insert_events(sql, stamped)
+        self.keyring.store(sql, keys)
+        return tip
 
     def _encode_restored(self, entry: Restored, keys: list[tuple[UUID, str, bytes]]) -> StoredEvent:
         event = entry.event

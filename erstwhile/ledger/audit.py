@@ -90,17 +90,13 @@ class Audit(LedgerCore):
 
     def import_events(self, lines: Iterable[bytes | str], progress: Counter | None = None) -> int:
         """Restore exported events into this empty store: same ids, positions, instants,
-        actors and windows. Refused (nothing written) when the store already has events."""
+        actors and windows. Refused (nothing written) when the store already has events,
+        or when any line is not an exported event: the whole import is one transaction."""
         if self.head() != 0:
             raise ValidationError(
                 f"import needs an empty store; this one already holds {self.head()} events"
             )
-        restored = 0
-        for batch in _batches(_parse(lines), IMPORT_BATCH):
-            self.log.restore(batch)
-            restored += len(batch)
-            if progress is not None:
-                progress(restored)
+        restored = self.log.restore(_batches(_parse(lines), IMPORT_BATCH), progress)
         self.runner.catch_up()
         return restored
 

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from erstwhile import Ledger, NotFound, State, StoreUnavailable, ValidationError
+from erstwhile.ledger.audit import IMPORT_BATCH
 from tests.conftest import ManualClock, OpenLedger, event_count
 
 MAR = "2026-03-01T00:00:00Z"
@@ -339,6 +340,26 @@ def test_import_refuses_garbage_and_writes_nothing(tmp_path: Path, clock: Manual
             with pytest.raises(ValidationError, match="import line 1"):
                 target.import_events(lines)
             assert event_count(target) == 0
+
+
+def test_an_import_that_fails_late_writes_nothing(
+    open_ledger: OpenLedger, clock: ManualClock, tmp_path: Path
+) -> None:
+    """A bad line after more events than one batch holds: the batches before it are
+    not left behind, so the store stays empty and the corrected import can run."""
+    source = open_ledger(namespace="acme")
+    source.remember_many([{"content": f"memory {n}", "subject": "batch"}
+                          for n in range(IMPORT_BATCH + 200)])  # fmt: skip
+    buffer = io.BytesIO()
+    source.export(buffer)
+    lines = buffer.getvalue().splitlines()
+    for url in (f"sqlite:///{tmp_path}/copy.db", *_other_backend(source)):
+        with Ledger.open(url, namespace="acme", actor="importer", clock=clock) as target:
+            with pytest.raises(ValidationError, match=f"import line {len(lines) + 1}"):
+                target.import_events([*lines, b"{not json"])
+            assert target.head() == 0 and target.facts("batch") == []
+            assert target.import_events(lines) == len(lines) == source.head()
+            assert len(target.facts("batch")) == IMPORT_BATCH + 200
 
 
 def test_keys_can_be_wrapped_with_a_master_key(
