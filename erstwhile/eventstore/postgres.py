@@ -33,6 +33,11 @@ from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
+SCRUBBED = (
+    "memories", "memory_entities", "memory_search", "memory_search_live", "erstwhile_keys",
+)  # fmt: skip
+"""The tables that hold a memory's content or key, which a hard forget scrubs."""
+SCRUB_MODES = ("vacuum", "full")
 CONNECT_TIMEOUT_SECONDS = 10
 """How long opening a connection may take before the store is reported unreachable."""
 PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -238,6 +243,14 @@ def own(sql: Sql) -> PostgresSql:
     return sql
 
 
+def scrub_mode(url: str) -> str:
+    """How a hard forget scrubs the tables: ``?scrub=vacuum`` (the default) or ``full``."""
+    mode = parse_qs(urlsplit(url).query).get("scrub", ["vacuum"])[0]
+    if mode not in SCRUB_MODES:
+        raise ValidationError(f"scrub {mode!r}: use one of {', '.join(SCRUB_MODES)}")
+    return mode
+
+
 def datastore_from_url(
     url: str, pool_size: int = 2, max_overflow: int = 8
 ) -> LedgerPostgresDatastore:
@@ -276,6 +289,7 @@ class PostgresBackend(Backend):
     def __init__(self, url: str) -> None:
         self.url = url
         self.datastore = datastore_from_url(url)
+        self.scrub_mode = scrub_mode(url)
         self._reach()
         self.recorder = LedgerPostgresRecorder(self.datastore)
         self.tracker = PostgresTrackingRecorder(
@@ -376,15 +390,21 @@ class PostgresBackend(Backend):
                 raise
 
     def scrub(self) -> None:
-        """VACUUM the tables a hard forget touched, so dead row versions holding the
-        erased content are reclaimed (see docs/forgetting.md for what VACUUM cannot
-        reach: free space not yet reused, WAL archives and backups)."""
-        tables = (
-            "memories", "memory_entities", "memory_search", "memory_search_live",
-            "erstwhile_keys",
-        )  # fmt: skip
-        for table in tables:
-            self.vacuum(table)
+        """VACUUM and ANALYZE the tables a hard forget touched: the vacuum reclaims the
+        dead row versions that held the erased content (and the destroyed key), the
+        analyze replaces the planner's statistics, whose samples of column values
+        (``pg_stats``) held them too. With ``?scrub=full`` in the URL the vacuum is
+        ``FULL``: the tables are rewritten, so no freed page keeps the bytes either (an
+        exclusive lock on each table meanwhile; see docs/forgetting.md)."""
+        options = SQL("FULL, ANALYZE" if self.scrub_mode == "full" else "ANALYZE")
+        with self.datastore.get_connection() as connection:
+            for table in SCRUBBED:
+                if _exists(connection, table):
+                    connection.execute(
+                        SQL("VACUUM ({0}) {1}.{2}").format(
+                            options, Identifier(self.datastore.schema), Identifier(table)
+                        )
+                    )
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(own(sql), events)

@@ -118,6 +118,61 @@ def test_a_hard_forget_vacuums_every_table_that_held_the_text(
         ledger.close()
 
 
+def planner_samples(url: str) -> str:
+    """PostgreSQL: every value the planner's statistics hold for the ledger's schema."""
+    parts = urlsplit(url)
+    schema = parse_qs(parts.query)["schema"][0]
+    with psycopg.connect(parts._replace(query="").geturl(), autocommit=True) as db:
+        rows = db.execute(
+            "SELECT concat_ws(' ', most_common_vals::text, histogram_bounds::text, "
+            "most_common_elems::text) FROM pg_stats WHERE schemaname = %s",
+            (schema,),
+        ).fetchall()
+    return " ".join(row[0] for row in rows)
+
+
+def relation_files(url: str, tables: list[str]) -> dict[str, int]:
+    parts = urlsplit(url)
+    with psycopg.connect(parts._replace(query="").geturl(), autocommit=True) as db:
+        db.execute(f"SET search_path TO {parse_qs(parts.query)['schema'][0]}")
+        return {t: db.execute("SELECT pg_relation_filenode(%s)", (t,)).fetchone()[0]
+                for t in tables}  # fmt: skip
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("scrub", ["vacuum", "full"])
+def test_a_hard_forget_leaves_nothing_in_the_planner_statistics(
+    postgres_url: str, clock: ManualClock, scrub: str
+) -> None:
+    """ANALYZE keeps samples of column values (``pg_stats``): after a hard forget they
+    are taken again, without the erased content or the destroyed key. With
+    ``?scrub=full`` the tables that held them are rewritten too."""
+    url = f"{postgres_url}&scrub={scrub}"
+    held = ["memories", "memory_entities", "memory_search", "memory_search_live"]
+    with Ledger.open(url, namespace="acme", actor="tester", clock=clock) as ledger:
+        secret = remember_secret(ledger)
+        ledger.remember_many([{"content": f"filler {n}", "value": n} for n in range(50)])
+        with psycopg.connect(urlsplit(url)._replace(query="").geturl(), autocommit=True) as db:
+            db.execute(f"SET search_path TO {parse_qs(urlsplit(url).query)['schema'][0]}")
+            key = db.execute("SELECT key_bytes FROM erstwhile_keys WHERE memory_id = %s",
+                             (str(secret.id),)).fetchone()[0]  # fmt: skip
+            db.execute("ANALYZE")
+        sampled = planner_samples(url)
+        assert SECRETS["value"] in sampled and bytes(key).hex() in sampled
+        files = relation_files(url, held)
+        ledger.forget(secret.id, hard=True)
+        sampled = planner_samples(url)
+        assert [name for name, text in SECRETS.items() if text in sampled] == []
+        assert bytes(key).hex() not in sampled
+        rewritten = {t for t, node in relation_files(url, held).items() if node != files[t]}
+        assert rewritten == (set(held) if scrub == "full" else set())
+
+
+def test_a_scrub_mode_must_be_known(postgres_url: str) -> None:
+    with pytest.raises(ValidationError, match="scrub 'weekly'"):
+        Ledger.open(f"{postgres_url}&scrub=weekly")
+
+
 def test_forget_lifecycle(ledger: Ledger, clock: ManualClock) -> None:
     memory = remember_secret(ledger)
     ledger.forget(memory.id)
