@@ -12,13 +12,14 @@ from pathlib import Path
 
 from erstwhile.domain.errors import StoreUnavailable
 from erstwhile.eventstore.backend import Backend, Sql, in_lists, marks, translated_errors
-from erstwhile.eventstore.log import AppendResult, EventFilter, EventLog
+from erstwhile.eventstore.log import ERASED_FINGERPRINT, AppendResult, EventFilter, EventLog
 from erstwhile.eventstore.records import IdempotencyClaim, RecordedEvent
 
 DEFAULT_PATH = "erstwhile.db"
 URL_VARIABLE = "ERSTWHILE_URL"
 
 __all__ = [
+    "ERASED_FINGERPRINT",
     "AppendResult",
     "Backend",
     "EventFilter",

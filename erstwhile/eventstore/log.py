@@ -121,6 +121,10 @@ class EventFilter:
         return self.namespace is None or record.namespace == self.namespace
 
 
+ERASED_FINGERPRINT = "erased"
+"""The fingerprint of an idempotency claim whose memory was hard-forgotten."""
+
+
 class EventLog:
     """The ledger's log over one backend."""
 
@@ -179,6 +183,7 @@ class EventLog:
             self.backend.insert_events(sql, events)
             self.keyring.store(sql, ((i, namespace, k) for i, k in keys.items()))
             self.keyring.destroy(sql, erase)
+            self._erase_claims(sql, erase)
             for claim in idempotency:
                 self._claim(sql, claim)
             if then is not None:
@@ -244,6 +249,16 @@ class EventLog:
         if row is None:
             return None
         return IdempotencyClaim(namespace, key, row["fingerprint"], UUID(str(row["memory_id"])))
+
+    def _erase_claims(self, sql: Sql, erased: Sequence[UUID]) -> None:
+        """Replace the payload fingerprints of erased memories' idempotency claims: a
+        digest of the content would let anyone confirm a guess of it. The key stays
+        claimed, so a retry cannot write the memory again."""
+        for memory_id in erased:
+            sql.execute(
+                "UPDATE erstwhile_idempotency SET fingerprint = ? WHERE memory_id = ?",
+                (ERASED_FINGERPRINT, str(memory_id)),
+            )
 
     def _claim(self, sql: Sql, claim: IdempotencyClaim) -> None:
         sql.execute(

@@ -28,6 +28,7 @@ from erstwhile.domain.memory import Kind, Memory, State
 from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.writes import Existing, WritePlan, plan_writes
 from erstwhile.eventstore import (
+    ERASED_FINGERPRINT,
     IdempotencyClaim,
     RecordedEvent,
     Sql,
@@ -315,6 +316,11 @@ class WriteCommands(LedgerCore):
             )
         for plan in plans:
             claim = by_key[plan.idempotency_key or ""]
+            if claim.fingerprint == ERASED_FINGERPRINT:
+                raise NotFound(
+                    f"idempotency key {plan.idempotency_key!r} made memory {claim.memory_id}, "
+                    "which was forgotten for good"
+                )
             if claim.fingerprint != plan.fingerprint:
                 raise IdempotencyMismatch(
                     f"idempotency key {plan.idempotency_key!r} was first used "

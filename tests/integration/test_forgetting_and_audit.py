@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from erstwhile import Ledger, NotFound, State, StoreUnavailable, ValidationError
+from erstwhile.domain.writes import WritePlan
 from erstwhile.ledger.audit import IMPORT_BATCH
 from tests.conftest import ManualClock, OpenLedger, event_count
 
@@ -171,6 +172,27 @@ def test_a_hard_forget_leaves_nothing_in_the_planner_statistics(
 def test_a_scrub_mode_must_be_known(postgres_url: str) -> None:
     with pytest.raises(ValidationError, match="scrub 'weekly'"):
         Ledger.open(f"{postgres_url}&scrub=weekly")
+
+
+def test_a_hard_forget_erases_the_digest_of_an_idempotent_write(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    """The idempotency claim keeps a digest of the payload (content included), which
+    would let anyone confirm a guess of the content: a hard forget replaces it, and the
+    key stays claimed, so a retry is refused rather than writing the memory again."""
+    ledger = open_ledger(namespace="acme")
+    arguments = {"content": SECRETS["content"], "idempotency_key": "msg-7"}
+    memory = ledger.remember(**arguments)
+    digest = WritePlan.parse(arguments).fingerprint
+    ledger.close()  # SQLite: the digest is in the file after a checkpoint
+    ledger = open_ledger(namespace="acme")
+    assert digest.encode() in stored_bytes(store_url)
+    ledger.forget(memory.id, hard=True)
+    assert digest.encode() not in stored_bytes(store_url)
+    before = event_count(ledger)
+    with pytest.raises(NotFound, match="forgotten for good"):
+        ledger.remember(**arguments)
+    assert event_count(ledger) == before
 
 
 def test_forget_lifecycle(ledger: Ledger, clock: ManualClock) -> None:
