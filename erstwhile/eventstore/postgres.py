@@ -32,6 +32,8 @@ from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
+NO_TRUNCATE = "erstwhile_events_no_truncate"
+"""The trigger that refuses TRUNCATE of the log (row triggers do not see one)."""
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
 SCRUBBED = (
     "memories", "memory_entities", "memory_search", "memory_search_live", "erstwhile_keys",
@@ -97,6 +99,10 @@ class LedgerPostgresRecorder(PostgresApplicationRecorder):
                 "DO $$ BEGIN CREATE TRIGGER erstwhile_events_append_only "
                 "BEFORE UPDATE OR DELETE ON {schema}.{table} "
                 "FOR EACH ROW EXECUTE FUNCTION {schema}.erstwhile_refuse_change(); "
+                "EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+                "DO $$ BEGIN CREATE TRIGGER " + NO_TRUNCATE + " "
+                "BEFORE TRUNCATE ON {schema}.{table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {schema}.erstwhile_refuse_change(); "
                 "EXCEPTION WHEN duplicate_object THEN NULL; END $$",
             )
         ]
@@ -334,13 +340,18 @@ class PostgresBackend(Backend):
                 guard.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 
     def _is_set_up(self, connection: Connection[DictRow]) -> bool:
+        """Whether every table and the log's guards exist (a store set up before the
+        TRUNCATE guard gets it on its next open)."""
         schema = self.datastore.schema
         tables = ("erstwhile_events", "erstwhile_tracking", "erstwhile_keys")
         row = connection.execute(
-            "SELECT " + ", ".join(f"to_regclass(%s) AS t{n}" for n in range(len(tables))),
-            [f'"{schema}".{table}' for table in tables],
-        ).fetchone()
-        return row is not None and all(value is not None for value in row.values())
+            "SELECT " + ", ".join(f"to_regclass(%s) AS t{n}" for n in range(len(tables)))
+            + ", (SELECT count(*) > 0 FROM pg_trigger WHERE tgname = %s "
+            "AND tgrelid = to_regclass(%s)) AS guarded",
+            [*(f'"{schema}".{table}' for table in tables), NO_TRUNCATE,
+             f'"{schema}".erstwhile_events'],
+        ).fetchone()  # fmt: skip
+        return row is not None and all(row.values())
 
     @contextmanager
     def write(self, durable: bool = True, bulk: bool = False) -> Iterator[Sql]:

@@ -261,7 +261,10 @@ def tamper(store_url: str, statement: str) -> None:
 
 def test_the_log_refuses_updates_and_deletes(store_url: str, ledger: Ledger) -> None:
     ledger.remember("x")
-    for statement in ("UPDATE erstwhile_events SET actor = 'x'", "DELETE FROM erstwhile_events"):
+    statements = ["UPDATE erstwhile_events SET actor = 'x'", "DELETE FROM erstwhile_events"]
+    if not store_url.startswith("sqlite:///"):
+        statements.append("TRUNCATE erstwhile_events")  # no row trigger sees it
+    for statement in statements:
         with pytest.raises((Exception,), match="append-only"):
             if store_url.startswith("sqlite:///"):
                 import sqlite3
@@ -275,6 +278,25 @@ def test_the_log_refuses_updates_and_deletes(store_url: str, ledger: Ledger) -> 
                     db.execute(f'SET search_path TO "{schema}"')
                     db.execute(statement)
     assert event_count(ledger) == 1
+
+
+@pytest.mark.postgres
+def test_a_store_set_up_before_the_truncate_guard_gets_it_on_open(
+    postgres_url: str, clock: ManualClock
+) -> None:
+    Ledger.open(postgres_url, clock=clock).close()
+    parts = urlsplit(postgres_url)
+    schema = parse_qs(parts.query)["schema"][0]
+    guards = (
+        "SELECT count(*) FROM pg_trigger WHERE tgname = 'erstwhile_events_no_truncate' "
+        "AND tgrelid = 'erstwhile_events'::regclass"
+    )
+    with psycopg.connect(parts._replace(query="").geturl(), autocommit=True) as db:
+        db.execute(f'SET search_path TO "{schema}"')
+        db.execute("DROP TRIGGER erstwhile_events_no_truncate ON erstwhile_events")
+        assert db.execute(guards).fetchone() == (0,)
+        Ledger.open(postgres_url, clock=clock).close()
+        assert db.execute(guards).fetchone() == (1,)
 
 
 @pytest.mark.parametrize(
