@@ -64,7 +64,8 @@ def log(
 @audit_app.command("verify")
 def verify(ctx: typer.Context) -> None:
     """Recompute the hash chain over the whole log; fail at the first broken link."""
-    with open_ledger(ctx) as ledger:
+    # Without folding first: a tampered log may not fold, and must still be checked.
+    with open_ledger(ctx, sync_projections=False) as ledger:
         report = ledger.verify()
     if not report.ok:
         raise ErstwhileError(f"hash chain broken at position {report.first_break}")

@@ -91,12 +91,22 @@ def test_audit_verify_passes_and_names_the_first_broken_link(move: Move) -> None
         source.backup(copy)
         copy.execute("DROP TRIGGER erstwhile_events_no_update")
         copy.execute("UPDATE erstwhile_events SET actor = 'mallory' WHERE position = 2")
-    intact, broken = move.run_all(
-        ["audit", "verify"], ["--db", "tampered.db", "--json", "audit", "verify"]
-    )
+        source.backup(moved := sqlite3.connect(move.cwd / "moved.db"))
+        moved.execute("DROP TRIGGER erstwhile_events_no_update")
+        # Moved past the projections' position and typed wrong: it cannot be folded.
+        moved.execute("UPDATE erstwhile_events SET position = 90, recorded_at = 'x' "
+                      "WHERE position = 3")  # fmt: skip
+        moved.commit()
+        moved.close()
+    intact, broken, unfoldable = move.run_all(
+        ["audit", "verify"], ["--db", "tampered.db", "--json", "audit", "verify"],
+        ["--db", "moved.db", "audit", "verify"],
+    )  # fmt: skip
     assert intact.code == 0 and "intact: 7 events checked" in intact.stdout
     assert failed_cleanly(broken, 1)
     assert broken.stderr == "error: hash chain broken at position 2\n"
+    assert failed_cleanly(unfoldable, 1)
+    assert unfoldable.stderr == "error: hash chain broken at position 4\n"
 
 
 def test_audit_replay_answers_as_the_ledger_stood_then(move: Move) -> None:

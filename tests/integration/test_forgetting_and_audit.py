@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from erstwhile import Ledger, NotFound, State, StoreUnavailable, ValidationError
+from erstwhile.domain.views import VerifyReport
 from erstwhile.domain.writes import WritePlan
 from erstwhile.ledger.audit import IMPORT_BATCH
 from tests.conftest import ManualClock, OpenLedger, event_count
@@ -318,6 +319,39 @@ def test_verify_finds_a_changed_column(
     tamper(store_url, change)
     report = ledger.verify()
     assert (report.ok, report.first_break) == (False, broken_at)
+
+
+def tampered_log(url: str, clock: ManualClock, change: str) -> VerifyReport:
+    """Write three memories, change the log behind the ledger's back, and verify it
+    from a ledger that leaves folding to others."""
+    with Ledger.open(url, namespace="acme", actor="tester", clock=clock) as ledger:
+        for n in range(3):
+            ledger.remember(f"memory {n}")
+    tamper(url, change)
+    with Ledger.open(url, sync_projections=False) as ledger:
+        return ledger.verify()
+
+
+def test_verify_reports_an_event_moved_past_the_projections(
+    store_url: str, clock: ManualClock
+) -> None:
+    """Folding a moved event again fails, so a fresh ledger that folds on opening
+    cannot open; one that leaves folding to others still verifies the log."""
+    report = tampered_log(store_url, clock, "UPDATE erstwhile_events SET position = 10 "
+                                            "WHERE position = 2")  # fmt: skip
+    assert (report.ok, report.first_break) == (False, 3)
+    with pytest.raises(StoreUnavailable):
+        Ledger.open(store_url).close()
+
+
+def test_verify_reports_a_value_of_the_wrong_type_as_a_break(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """SQLite keeps any type in any column: text where an instant was is a break of
+    the chain, not a crash of the check."""
+    report = tampered_log(sqlite_url, clock, "UPDATE erstwhile_events SET recorded_at = 'abc' "
+                                             "WHERE position = 2")  # fmt: skip
+    assert (report.ok, report.first_break) == (False, 2)
 
 
 def test_verify_finds_a_memory_id_rewritten_in_capitals(
