@@ -18,8 +18,10 @@ from erstwhile.projections.candidates import CLAIM_SELECT, claim_from_row
 from erstwhile.projections.reader import LATEST
 from erstwhile.projections.search import MEMORY_ROWS, SearchProjection, Source, query_terms
 
-MAX_TERMS = 32
-"""The most terms a search ranks by: the first ones of the query that occur in the index."""
+MAX_TERMS = 62
+"""The most terms a search ranks by: the first ones of the query that occur in the index
+(each is a bit of a 64-bit integer in the statements that tell which terms a memory
+shares). A memory sharing only terms past them is not found."""
 ENUMERATED_SETS = 20
 """The most sets of shared terms one statement names before the search first asks the
 index which sets occur at all (a question of up to six terms never needs to)."""

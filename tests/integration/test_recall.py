@@ -243,6 +243,19 @@ word counts, whatever punctuation or accents surround it, and contraction stubs 
 ``s`` of "what's", the ``t`` and ``don`` of "don't") are not words."""
 
 
+def test_a_long_question_finds_a_memory_by_any_of_its_first_62_words(ledger: Ledger) -> None:
+    """Every word of a long question counts, up to 62 that occur in the store (each is
+    a bit of a 64-bit integer in the statements): a memory sharing only the 62nd is
+    found, on every path that ranks (now, with history, as of an instant)."""
+    words = [f"word{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(62)]
+    ledger.remember_many([{"content": f"note about {word}"} for word in words])
+    question = " ".join(words)
+    for options in ({}, {"include_history": True}, {"as_of": "2030-01-01T00:00:00Z"}):
+        found = {hit.memory.content.split()[-1] for hit in ledger.search(question, limit=100,
+                                                                           **options)}  # fmt: skip
+        assert found == set(words), options
+
+
 @pytest.mark.parametrize(("question", "found"), WORDS_ANSWERS.items())
 def test_both_backends_find_the_same_words(ledger: Ledger, question: str, found: list[str]) -> None:
     for content in ["Contact alice@example.com for access", "Binary in /usr/local/bin",
