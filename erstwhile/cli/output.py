@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from erstwhile.domain.memory import Memory
-from erstwhile.domain.views import Conflict, Hit, LoggedEvent, Proposal
+from erstwhile.domain.views import Conflict, Hit, LoggedEvent, ProjectionStatus, Proposal
 
 ID_WIDTH = 36
 """The width of a memory id: columns that show one never fold it."""
@@ -223,13 +223,14 @@ def event_table(events: Sequence[LoggedEvent]) -> Table:
     return table
 
 
-def status_table(head: int, positions: dict[str, int]) -> Table:
+def status_table(statuses: Sequence[ProjectionStatus]) -> Table:
     """Return a table of each projection's tracked position and how far it lags the log."""
+    head = max((status.head for status in statuses), default=0)
     table = FittedTable(title=f"Projections (log head: {head})", title_justify="left")
-    for column in ("projection", "position", "behind"):
+    for column in ("projection", "version", "position", "behind"):
         table.add_column(column)
-    for projection, position in positions.items():
-        table.add_row(projection, str(position), str(head - position))
+    for status in statuses:
+        table.add_row(status.name, str(status.version), str(status.position), str(status.lag))
     return table
 
 

@@ -76,9 +76,19 @@ def parse_kind(text: str) -> Kind:
         raise typer.BadParameter(f"{text!r} is not a kind; use one of {', '.join(Kind)}") from None
 
 
+REPEATABLE = frozenset({"entities", "evidence", "supersedes"})
+"""The options that may be given several times: typer hands them over as an empty list
+when they are not given at all."""
+
+
 def given(**options: Any) -> dict[str, Any]:
-    """Keep the options the user gave: drop those left unset (None or an empty list)."""
-    return {name: value for name, value in options.items() if value not in (None, [], ())}
+    """Keep the options the user gave: drop those left unset (None, or an empty list for
+    a repeatable option; ``--value '[]'`` is a value)."""
+    return {
+        name: value
+        for name, value in options.items()
+        if value is not None and not (name in REPEATABLE and value in ([], ()))
+    }
 
 
 def time_option(help: str) -> Any:

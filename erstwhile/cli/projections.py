@@ -12,7 +12,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from erstwhile.cli.context import open_ledger, settings
-from erstwhile.cli.output import console, errors, print_json, show_url, status_table
+from erstwhile.cli.output import console, dump, errors, print_json, show_url, status_table
+from erstwhile.domain.views import ProjectionStatus
 from erstwhile.projections.base import Progress as ProgressCallback
 
 projections_app = typer.Typer(
@@ -65,18 +66,18 @@ def progress_bar(reached: dict[str, int]) -> Iterator[ProgressCallback]:
 @projections_app.command("status")
 def status(ctx: typer.Context) -> None:
     """Show how far each projection has folded the log, and the log's head."""
-    with open_ledger(ctx) as ledger:
-        positions = ledger.runner.positions()
-        head = ledger.head()
-    show_status(settings(ctx).json, head, positions)
+    # Without folding first: the point is to see how far behind the projections are.
+    with open_ledger(ctx, sync_projections=False) as ledger:
+        statuses = ledger.projection_status()
+    show_status(settings(ctx).json, statuses)
 
 
-def show_status(as_json: bool, head: int, positions: dict[str, int]) -> None:
-    """Print the log's head and each projection's position."""
+def show_status(as_json: bool, statuses: list[ProjectionStatus]) -> None:
+    """Print each projection's position and lag behind the log's head."""
     if as_json:
-        print_json({"head": head, "projections": positions})
+        print_json(dump(statuses))
     else:
-        console.print(status_table(head, positions))
+        console.print(status_table(statuses))
 
 
 @projections_app.command("run")
@@ -110,9 +111,8 @@ def run(
                     soft_wrap=True,
                 )
                 ledger.follow(stop=stop, poll=poll)
-        positions = ledger.runner.positions()
-        head = ledger.head()
-    show_status(settings(ctx).json, head, positions)
+        statuses = ledger.projection_status()
+    show_status(settings(ctx).json, statuses)
 
 
 @contextmanager

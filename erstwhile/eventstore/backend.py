@@ -16,7 +16,13 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 import psycopg
-from eventsourcing.persistence import IntegrityError, PersistenceError, Tracking
+from eventsourcing.persistence import (
+    ConnectionPoolClosedError,
+    IntegrityError,
+    PersistenceError,
+    Tracking,
+)
+from psycopg_pool import PoolClosed
 
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError, StoreUnavailable
 from erstwhile.eventstore.records import RecordedEvent
@@ -175,6 +181,8 @@ class Backend(ABC):
 
 
 DRIVER_ERRORS = (PersistenceError, sqlite3.Error, psycopg.Error, OSError)
+CLOSED = (ConnectionPoolClosedError, PoolClosed)
+"""What the pools raise once the ledger is closed (eventsourcing wraps psycopg's)."""
 
 
 @contextmanager
@@ -194,7 +202,9 @@ def translated_errors(*, conflicts: bool = False) -> Iterator[None]:
                 "(read again and retry)"
             ) from error
         raise StoreUnavailable(f"the store refused a write: {first_line(error)}") from error
-    except DRIVER_ERRORS as error:
+    except (ConnectionPoolClosedError, *DRIVER_ERRORS) as error:
+        if isinstance(error, CLOSED) or isinstance(error.__cause__, CLOSED):
+            raise StoreUnavailable("the ledger was closed; open it again") from error
         raise StoreUnavailable(f"the store failed: {first_line(error)}") from error
 
 

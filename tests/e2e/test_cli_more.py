@@ -192,8 +192,8 @@ def test_projections_run_once_and_until_stopped(move: Move) -> None:
     follower.send_signal(signal.SIGTERM)
     stdout, stderr = follower.communicate(timeout=30)
     assert follower.returncode == 0, stderr
-    for status in (once.json(), json.loads(stdout)):
-        assert set(status["projections"].values()) == {status["head"]}
+    for statuses in (once.json(), json.loads(stdout)):
+        assert {(s["position"], s["lag"]) for s in statuses} == {(statuses[0]["head"], 0)}
 
 
 @dataclass(frozen=True)
@@ -285,3 +285,29 @@ def test_export_from_sqlite_import_into_postgresql(move: Move, postgres_database
         expected = original.facts("team", as_of="2026-10-01T00:00:00Z")
     assert answer.json() == [m.model_dump(mode="json") for m in expected]
     assert verified.json()["ok"] is True
+
+
+def test_projections_status_shows_the_lag_without_folding(tmp_path: Path) -> None:
+    """A follower's lag is what an operator checks: the status command reads it and
+    leaves it, instead of folding the log itself first."""
+    with Ledger.open(f"sqlite:///{tmp_path}/lag.db", sync_projections=False) as writer:
+        for n in range(3):
+            writer.remember(f"note {n}")
+    for _ in range(2):
+        statuses = run(tmp_path, "--db", "lag.db", "--json", "projections", "status").json()
+        assert {(s["position"], s["head"], s["lag"]) for s in statuses} == {(0, 3, 3)}
+    table = run(tmp_path, "--db", "lag.db", "projections", "status").stdout
+    assert "log head: 3" in table and "memories" in table
+
+
+def test_an_empty_json_list_is_a_value(tmp_path: Path) -> None:
+    """`--value '[]'` says the value is an empty list: it is stored, and on revise it
+    replaces the older memory's value instead of the older one being copied."""
+    db = ["--db", "v.db", "--json"]
+    nuts = run(tmp_path, *db, "remember", "Bob is allergic to nuts", "--subject", "bob",
+               "--attribute", "allergies", "--value", '["nuts"]', "--valid-from", "2026-01-01")  # fmt: skip
+    none = run(tmp_path, *db, "revise", nuts.json()["id"], "Bob has no allergies now",
+               "--value", "[]", "--at", "2026-02-01")  # fmt: skip
+    empty = run(tmp_path, *db, "remember", "Alice has no allergies", "--subject", "alice",
+                "--attribute", "allergies", "--value", "{}")  # fmt: skip
+    assert (none.json()["value"], empty.json()["value"]) == ([], {})

@@ -160,3 +160,13 @@ def test_open_refuses_a_schema_name_postgresql_would_need_quoted(
             "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (schema,)
         ).fetchone()
     assert found == (0,)
+
+
+def test_a_closed_ledger_says_so(store_url: str) -> None:
+    ledger = Ledger.open(store_url)
+    memory = ledger.remember("written before closing")
+    ledger.close()
+    for use in (lambda: ledger.get(memory.id), ledger.head, lambda: ledger.remember("x"),
+                lambda: list(ledger.events()), lambda: ledger.search("written")):  # fmt: skip
+        with pytest.raises(StoreUnavailable, match="the ledger was closed"):
+            use()

@@ -86,6 +86,8 @@ def test_metadata_must_be_a_json_object() -> None:
 def test_given_keeps_only_the_options_the_user_gave() -> None:
     kept = given(kind=None, value=0, confidence=0.0, entities=[], evidence=["e"], subject="")
     assert kept == {"value": 0, "confidence": 0.0, "evidence": ["e"], "subject": ""}
+    # An empty JSON list or object is a value the user gave, unlike an unused repeatable.
+    assert given(value=[], metadata={}, supersedes=()) == {"value": [], "metadata": {}}
 
 
 def test_conflicts_exit_3_and_other_errors_exit_1() -> None:
