@@ -267,10 +267,13 @@ class EventLog:
             (claim.namespace, claim.key, claim.fingerprint, str(claim.memory_id)),
         )
 
-    def claimed(self, namespace: str, key: str) -> IdempotencyClaim | None:
-        """Return the earlier write made under an idempotency key, if any."""
+    def claimed(self, namespace: str, keys: Sequence[str]) -> list[IdempotencyClaim]:
+        """Return the earlier writes made under these idempotency keys, read from one
+        snapshot: a batch's claims commit together, so a batch is seen claimed whole or
+        not at all, even while another process commits it."""
         with translated_errors(), self.backend.read() as sql:
-            return self._claimed(sql, namespace, key)
+            found = [self._claimed(sql, namespace, key) for key in keys]
+        return [claim for claim in found if claim is not None]
 
     def head(self) -> int:
         """Return the position of the latest event (0 for an empty log)."""

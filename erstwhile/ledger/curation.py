@@ -80,13 +80,17 @@ class Curation(LedgerCore):
         """Return each set of live memories that contradict each other, with the
         highest-confidence member and the recommended resolution. Live: current, or
         superseded at an instant still to come (true until then)."""
+        # The claims and their memories from one snapshot: a member forgotten meanwhile
+        # is then neither half found nor missing.
         with translated_errors(), self.log.backend.read() as sql:
             now = to_micros(self._present(sql))
-            claims = recall.live_keyed_claims(sql, self.namespace, subject, now)
+            sets = conflict_sets(recall.live_keyed_claims(sql, self.namespace, subject, now))
+            members_of = self.reader.visible(sql, [c.id for members in sets for c in members])
+        memory_of = {m.id: m for m in members_of}
         found = []
-        for members in conflict_sets(claims):
+        for members in sets:
             highest, resolution = resolve(members)
-            memories = [self.get(c.id) for c in members]
+            memories = [memory_of[c.id] for c in members]
             by_id = {m.id: m for m in memories}
             found.append(
                 Conflict(subject=memories[0].subject or "", attribute=memories[0].attribute or "",

@@ -299,8 +299,7 @@ class WriteCommands(LedgerCore):
         keyed = [p for p in plans if p.idempotency_key is not None]
         if not keyed:
             return None
-        earlier = [self.log.claimed(self.namespace, p.idempotency_key or "") for p in keyed]
-        found = [claim for claim in earlier if claim is not None]
+        found = self.log.claimed(self.namespace, [p.idempotency_key or "" for p in keyed])
         if not found:
             return None
         return self._replayed(plans, found)

@@ -106,7 +106,11 @@ def candidates_many(
     versions = VersionIndex(by_key(sql, span, keyed) + _by_id(sql, span, named))
     matched = [versions.matches(claim, known, members) for claim, known in wanted]
     claims = _current_claims(sql, sorted({m for ids in matched for m in ids}))
-    return [sorted((claims[m] for m in ids), key=lambda c: c.position) for ids in matched]
+    # An erased memory (a fold that met its assertion after the hard forget) has no
+    # claim left to compare: it is no candidate.
+    return [
+        sorted((claims[m] for m in ids if m in claims), key=lambda c: c.position) for ids in matched
+    ]
 
 
 class VersionIndex:
@@ -154,7 +158,8 @@ def _current_claims(sql: Sql, ids: list[str]) -> dict[str, ClaimView]:
     found: dict[str, ClaimView] = {}
     for chunk in in_lists(ids):
         sql.execute(
-            CLAIM_SELECT + f"WHERE v.state = 'current' AND v.memory_id IN ({marks(chunk)})",
+            CLAIM_SELECT + "WHERE v.state = 'current' AND m.erased_at IS NULL "
+            f"AND v.memory_id IN ({marks(chunk)})",
             chunk,
         )
         found.update((row["id"], claim_from_row(row)) for row in sql.fetchall())

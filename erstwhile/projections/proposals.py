@@ -9,7 +9,14 @@ its pair rejected for good; a ``Superseded`` that names a proposal marks it acce
 from __future__ import annotations
 
 from erstwhile.domain.bar import clears_bar
-from erstwhile.domain.events import Asserted, LedgerEvent, ProposalRejected, Superseded, proposal_id
+from erstwhile.domain.events import (
+    Asserted,
+    Forgotten,
+    LedgerEvent,
+    ProposalRejected,
+    Superseded,
+    proposal_id,
+)
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
@@ -20,7 +27,7 @@ class ProposalsProjection(Projection):
     """One row per proposed pair: ``open``, ``accepted`` or ``rejected``."""
 
     name = "proposals"
-    version = 1
+    version = 2  # 2: no proposal pairs with an erased memory
     tables = ("proposals",)
 
     def create(self, sql: Sql) -> None:
@@ -59,6 +66,13 @@ class ProposalsProjection(Projection):
                     )  # fmt: skip
             elif isinstance(event, ProposalRejected):
                 self._set_status(buffered, record.memory_key, "rejected")
+            elif isinstance(event, Forgotten) and event.hard:
+                # Proposals never pair with erased content: a fold that meets the
+                # assertion already erased (a rebuild) makes none, so this one drops its.
+                buffered.execute(
+                    "DELETE FROM proposals WHERE older_id = ? OR newer_id = ?",
+                    (record.memory_key, record.memory_key),
+                )
             elif isinstance(event, Superseded) and event.proposal_id is not None:
                 self._set_status(buffered, str(event.proposal_id), "accepted")
         buffered.flush()
@@ -68,7 +82,7 @@ class ProposalsProjection(Projection):
         every memory it might replace, as the ledger knew them at that instant."""
         by_namespace: dict[str, list[tuple[RecordedEvent, Asserted]]] = {}
         for record, event in batch:
-            if isinstance(event, Asserted):
+            if isinstance(event, Asserted) and not event.erased:
                 by_namespace.setdefault(record.namespace, []).append((record, event))
         found: dict[int, list[tuple[str, str, float]]] = {}
         for namespace, asserted in by_namespace.items():

@@ -20,6 +20,8 @@ from erstwhile.projections import MemoriesProjection
 from tests.conftest import ManualClock, OpenLedger
 
 MAR = "2026-03-01T00:00:00Z"
+APR = "2026-04-01T00:00:00Z"
+JUL = "2026-07-01T00:00:00Z"
 TABLES = {
     "memories": "id", "memory_entities": "memory_id, entity", "actor_writes": "actor, position",
     "memory_versions": "memory_id, seq", "proposals": "id",
@@ -274,3 +276,25 @@ def test_a_rebuild_gives_the_live_index_the_fold_gave_and_keeps_writes_made_mean
 
 def ids(hits: Any) -> list[Any]:
     return [hit.memory.id for hit in hits]
+
+
+def test_a_rebuild_proposes_what_the_live_fold_kept_around_hard_forgets(
+    open_ledger: OpenLedger, clock: ManualClock
+) -> None:
+    """No proposal pairs with an erased memory, whichever fold: the live one drops a
+    hard-forgotten memory's pairs, a rebuild (which meets its assertion erased) makes
+    none, so both end with the same rows."""
+    ledger = open_ledger(namespace="acme")
+    key = {"subject": "team", "attribute": "db", "kind": "preference"}
+    older = ledger.remember("team uses Oracle", value="Oracle", valid_from=MAR, **key)
+    corroborating = ledger.remember("team uses Oracle", value="Oracle", valid_from=APR, **key)
+    clock.advance(minutes=1)
+    newer = ledger.remember("team uses AWS", value="AWS", valid_from=JUL, **key)
+    assert len(ledger.proposals()) == 2
+    ledger.forget(corroborating.id, hard=True)
+    ledger.forget(newer.id, hard=True)
+    rows = dump(ledger)
+    assert rows["proposals"] == []
+    ledger.rebuild()
+    assert dump(ledger) == rows
+    assert ledger.proposals() == [] and ledger.get(older.id).state.value == "current"
