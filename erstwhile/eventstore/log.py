@@ -121,6 +121,16 @@ class EventFilter:
         return self.namespace is None or record.namespace == self.namespace
 
 
+def _same_append(last: RecordedEvent, record: RecordedEvent) -> bool:
+    """Whether ``record`` continues the append that wrote ``last`` (see
+    :meth:`EventLog.rest_of_append`)."""
+    return (
+        record.position == last.position + 1
+        and record.recorded_micros == last.recorded_micros + 1
+        and (record.actor, record.namespace) == (last.actor, last.namespace)
+    )
+
+
 ERASED_FINGERPRINT = "erased"
 """The fingerprint of an idempotency claim whose memory was hard-forgotten."""
 
@@ -288,6 +298,25 @@ class EventLog:
         if selection.memory_id is None:
             return records
         return [record for record in records if selection.admits(record)]
+
+    def rest_of_append(self, sql: Sql, last: RecordedEvent, page: int = 500) -> list[RecordedEvent]:
+        """Return the events after ``last`` that the append which wrote it wrote too.
+
+        The log keeps no mark of where an append ends, but an append stamps its events
+        at consecutive positions and microseconds, with one actor and namespace; so the
+        events that follow ``last`` that way are taken. Two appends that happen to touch
+        (a second one recorded the microsecond after the first, by the same writer) are
+        taken together, which is harmless: an append is never split."""
+        rest: list[RecordedEvent] = []
+        while True:
+            following = self.read(sql, EventFilter(after=last.position), limit=page)
+            for record in following:
+                if not _same_append(last, record):
+                    return rest
+                rest.append(record)
+                last = record
+            if len(following) < page:
+                return rest
 
     def _rows(self, sql: Sql, selection: EventFilter, limit: int | None) -> list[Any]:
         """The stored rows of the selected events, in log order."""

@@ -197,12 +197,17 @@ class ProjectionRunner:
         return True
 
     def apply_batch(self, sql: Sql) -> int:
-        """Apply the next batch inside ``sql``'s transaction; return the lowest position."""
+        """Apply the next batch inside ``sql``'s transaction; return the lowest position.
+
+        A batch ends where an append ended (past ``batch`` events if an append runs on):
+        readers never see part of one append, as its writer promised them."""
         tracked = self._all_tracked(sql)
         start = min(tracked.values(), default=0)
         records = self.log.read(sql, EventFilter(after=start), limit=self.batch)
         if not records:
             return start
+        if len(records) == self.batch:
+            records += self.log.rest_of_append(sql, records[-1])
         decoded = self.log.decode_many(sql, records)
         return self._fold(sql, list(zip(records, decoded, strict=True)), tracked)
 

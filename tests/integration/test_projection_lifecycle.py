@@ -298,3 +298,33 @@ def test_a_rebuild_proposes_what_the_live_fold_kept_around_hard_forgets(
     ledger.rebuild()
     assert dump(ledger) == rows
     assert ledger.proposals() == [] and ledger.get(older.id).state.value == "current"
+
+
+def test_a_catch_up_batch_never_ends_inside_an_append(
+    open_ledger: OpenLedger, clock: ManualClock
+) -> None:
+    """A follower folds in batches; each ends where an append ended, so a reader never
+    sees part of a batch its writer wrote at once (400 memories, or a supersession
+    without its successor)."""
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    follower = open_ledger(namespace="acme", sync_projections=False)
+    follower.runner.batch = 200
+
+    def one_batch() -> int:
+        with follower.log.backend.write(durable=False) as sql:
+            return follower.runner.apply_batch(sql)
+
+    first = writer.remember_many([{"content": f"first {n}"} for n in range(300)])
+    clock.advance(seconds=1)
+    second = writer.remember_many([{"content": f"second {n}"} for n in range(400)])
+    assert [one_batch(), one_batch()] == [first[-1].position, second[-1].position]
+    older = writer.remember("HQ in Oslo", subject="hq", attribute="city", value="Oslo",
+                            valid_from=MAR)  # fmt: skip
+    clock.advance(seconds=1)
+    # Superseding makes the writer fold what it has not (to check the older memory),
+    # then its append of 400 events (the Superseded among them) is left to the follower.
+    writer.remember_many([*({"content": f"filler {n}"} for n in range(398)),
+                          {"content": "HQ in Bergen", "subject": "hq", "attribute": "city",
+                           "value": "Bergen", "valid_from": APR, "supersedes": [older.id]}])  # fmt: skip
+    assert one_batch() == writer.head() == older.position + 400  # with its Superseded
+    assert [m.value for m in follower.facts("hq", "city")] == ["Bergen"]
