@@ -10,7 +10,7 @@ clash (another writer appended to the same memory first) surfaces as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.errors import ConcurrencyConflict, ValidationError
 from erstwhile.domain.events import Asserted, LedgerEvent
 from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
@@ -158,6 +158,7 @@ class EventLog:
         erase: Sequence[UUID] = (),
         then: AfterInsert | None = None,
         ahead: Callable[[Sql], None] | None = None,
+        expect: Mapping[UUID, int] | None = None,
     ) -> AppendResult:
         """Append the events ``build`` returns, atomically, at the next instants of the log.
 
@@ -168,7 +169,11 @@ class EventLog:
         :meth:`Sql.prefetch`), which then travel with the reads of the idempotency
         claims and of the log's tip.
         If any idempotency key was claimed before, nothing is appended and the earlier
-        claims are returned, for the caller to compare.
+        claims are returned, for the caller to compare. ``expect`` names streams (by
+        memory or proposal id) the write was decided on, each with the version it read:
+        if another writer has appended to one since, nothing is appended and
+        ``ConcurrencyConflict`` is raised (the events' own versions guard only the
+        streams they append to).
         """
         with translated_errors(conflicts=True), self.backend.write() as sql:
             # Every read before the events are built goes out at once (one round trip
@@ -182,6 +187,12 @@ class EventLog:
             if any(claim is not None for claim in earlier):
                 return AppendResult(replayed=tuple(c for c in earlier if c is not None))
             tip = self.tip(sql)
+            for stream, version in (expect or {}).items():
+                if self._stream_version(sql, stream) != version:
+                    raise ConcurrencyConflict(
+                        f"another writer changed {stream} since this write read it; nothing "
+                        "was stored (read again and retry)"
+                    )
             start = now
             if tip.recorded_at is not None:
                 start = max(now, from_micros(tip.recorded_at) + ONE_MICROSECOND)
@@ -252,6 +263,15 @@ class EventLog:
         if row is None:
             return LogTip(0, None, GENESIS_HASH)
         return LogTip(row["position"], row["recorded_at"], bytes(row["hash"]))
+
+    def _stream_version(self, sql: Sql, stream: UUID) -> int:
+        """The version of a stream's last event (0 for a stream with none)."""
+        sql.execute(
+            f"SELECT max(originator_version) AS version FROM {self.table} WHERE originator_id = ?",
+            (str(stream),),
+        )
+        row = sql.fetchone()
+        return 0 if row is None or row["version"] is None else int(row["version"])
 
     def _claimed(self, sql: Sql, namespace: str, key: str) -> IdempotencyClaim | None:
         sql.execute(CLAIMED, (namespace, key))

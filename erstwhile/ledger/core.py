@@ -10,7 +10,7 @@ import getpass
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Literal, Self
@@ -209,14 +209,22 @@ class LedgerCore:
         with translated_errors(), self.log.backend.read() as sql:
             return self.reader.state(sql, as_id(memory_id))
 
-    def _append_one(self, event: LedgerEvent, erase: Sequence[UUID] = ()) -> int:
-        """Append one event, fold it as the ledger folds its writes; return its position."""
+    def _append_one(
+        self,
+        event: LedgerEvent,
+        erase: Sequence[UUID] = (),
+        expect: Mapping[UUID, int] | None = None,
+    ) -> int:
+        """Append one event, fold it as the ledger folds its writes; return its position.
+        ``expect``: the streams the decision rests on, with the versions read (see
+        :meth:`EventLog.append`)."""
         result = self.log.append(
             lambda _start: [event],
             actor=self.actor,
             namespace=self.namespace,
             now=self.now(),
             erase=erase,
+            expect=expect,
             then=self._fold_in_append,
             ahead=self._ahead_of_append,
         )

@@ -55,10 +55,13 @@ class Curation(LedgerCore):
         check_supersession(
             older.existing.side(), newer.existing.side(), newer.existing.window.start
         )
+        # Decided on the newer memory as read and on a proposal nobody rejected: a
+        # writer changing either meanwhile makes this a conflict, not a supersession.
         self._append_one(
             Superseded(originator_id=older.id, originator_version=older.version + 1,
                        newer_id=newer.id, at=newer.existing.window.start,
-                       proposal_id=UUID(row["id"]))
+                       proposal_id=UUID(row["id"])),
+            expect={newer.id: newer.version, UUID(row["id"]): 0},
         )  # fmt: skip
         return self.get(newer.id)
 
@@ -70,10 +73,13 @@ class Curation(LedgerCore):
             return
         if row["status"] == "accepted":
             raise ValidationError(f"proposal {row['id']} was already accepted")
+        older = self._state(row["older_id"])
+        # An accept racing this one supersedes the older memory: then this conflicts.
         self._append_one(
             ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
                              older_id=UUID(row["older_id"]), newer_id=UUID(row["newer_id"]),
-                             reason=optional_text(reason, "reason"))
+                             reason=optional_text(reason, "reason")),
+            expect={older.id: older.version},
         )  # fmt: skip
 
     def conflicts(self, subject: str | None = None) -> list[Conflict]:

@@ -9,7 +9,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from erstwhile import Ledger, NotFound, State, SupersessionRefused, ValidationError
+from erstwhile import (
+    ConcurrencyConflict,
+    Ledger,
+    NotFound,
+    State,
+    SupersessionRefused,
+    ValidationError,
+)
 from erstwhile.projections import recall, search
 from tests.conftest import ManualClock, OpenLedger, event_count
 
@@ -643,6 +650,43 @@ def test_a_proposal_whose_newer_memory_stopped_being_current_is_refused(
     assert refused.value.reason == "not_current"
     assert event_count(ledger) == before
     assert ledger.get(lisbon.id).state is State.CURRENT
+
+
+def racing(ledger: Ledger, write: Any) -> None:
+    """Make ``write`` (another writer's command) commit between this ledger's reads and
+    its next append: the moment a race would put it."""
+    append = ledger.log.append
+
+    def first_after_the_other(*args: Any, **kwargs: Any) -> Any:
+        ledger.log.append = append  # type: ignore[method-assign]
+        write()
+        return append(*args, **kwargs)
+
+    ledger.log.append = first_after_the_other  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("other", ["archive the newer", "reject", "accept"])
+def test_an_accept_or_reject_racing_another_writer_stores_nothing(
+    open_ledger: OpenLedger, other: str
+) -> None:
+    """The losing command of a race is refused as a conflict and stores nothing, as if
+    it had come second: a proposal is never both accepted and rejected, nor accepted
+    onto a memory archived meanwhile."""
+    ledger, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
+    berlin = keyed(ledger, "Berlin", "Berlin", JUL)
+    (proposal,) = ledger.proposals()
+    writes = {"archive the newer": lambda: rival.archive(berlin.id),
+              "reject": lambda: rival.reject(proposal.id),
+              "accept": lambda: rival.accept(proposal.id)}  # fmt: skip
+    racing(ledger, writes[other])
+    command = (lambda: ledger.reject(proposal.id)) if other == "accept" else (
+        lambda: ledger.accept(proposal.id))  # fmt: skip
+    before = event_count(ledger)
+    with pytest.raises(ConcurrencyConflict):
+        command()
+    assert event_count(ledger) == before + 1  # the rival's event alone
+    assert ledger.get(lisbon.id).state is (State.SUPERSEDED if other == "accept" else State.CURRENT)
 
 
 def test_timestamp_wins_consolidates_in_one_atomic_append(ledger: Ledger) -> None:
