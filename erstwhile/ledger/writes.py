@@ -12,6 +12,7 @@ from uuid import UUID
 
 from erstwhile.domain.bar import ClaimView, clears_bar
 from erstwhile.domain.errors import (
+    ConcurrencyConflict,
     IdempotencyMismatch,
     NotFound,
     SupersessionRefused,
@@ -121,6 +122,7 @@ class WriteCommands(LedgerCore):
         now = self.now()
         ids = [uuid7(now, os.urandom(10)) for _ in plans]
         olders: dict[UUID, Existing] = {}
+        requested = plans
         if any(p.supersedes or p.policy != "propose" for p in plans):
             # Validate against the memories touched, as the whole log now says.
             self.runner.catch_up()
@@ -160,7 +162,7 @@ class WriteCommands(LedgerCore):
             now=now,
             idempotency=claims,
             then=fold,
-            ahead=self._ahead_of_append,
+            ahead=lambda sql: self._ahead_of_write(sql, requested, plans, ids, now),
         )
         if result.replayed:
             return self._replayed(plans, result.replayed)
@@ -260,6 +262,27 @@ class WriteCommands(LedgerCore):
         for memory_id in due:
             self.forget(memory_id, hard=True, reason="purge after grace period")
         return due
+
+    def _ahead_of_write(
+        self,
+        sql: Sql,
+        requested: Sequence[WritePlan],
+        planned: Sequence[WritePlan],
+        ids: Sequence[UUID],
+        now: datetime,
+    ) -> None:
+        """At the start of the append's transaction (the write lock held): under
+        ``timestamp_wins``, find the winners again; a memory that became one, or stopped
+        being one, since they were found (another writer's) makes this write a conflict
+        to retry, rather than one that misses it. Then send the reads ahead."""
+        if any(p.policy == "timestamp_wins" for p in requested):
+            again = self._apply_policies(sql, requested, ids, now)
+            if [p.supersedes for p in again] != [p.supersedes for p in planned]:
+                raise ConcurrencyConflict(
+                    "another writer changed what this write would supersede; nothing was "
+                    "stored (retry)"
+                )
+        self._ahead_of_append(sql)
 
     def _apply_policies(
         self, sql: Sql, plans: Sequence[WritePlan], ids: Sequence[UUID], now: datetime

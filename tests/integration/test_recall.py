@@ -689,6 +689,20 @@ def test_an_accept_or_reject_racing_another_writer_stores_nothing(
     assert ledger.get(lisbon.id).state is (State.SUPERSEDED if other == "accept" else State.CURRENT)
 
 
+def test_timestamp_wins_racing_a_new_candidate_is_a_conflict(open_ledger: OpenLedger) -> None:
+    """The winners are found again under the write lock: a memory another writer
+    asserted meanwhile that would have been superseded makes this write a conflict to
+    retry (stored nothing), and the retry supersedes it."""
+    ledger, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    racing(ledger, lambda: keyed(rival, "Porto", "Porto", APR))
+    before = event_count(ledger)
+    with pytest.raises(ConcurrencyConflict):
+        keyed(ledger, "Berlin", "Berlin", JUL, policy="timestamp_wins")
+    assert event_count(ledger) == before + 1  # the rival's Porto alone
+    berlin = keyed(ledger, "Berlin", "Berlin", JUL, policy="timestamp_wins")
+    assert [ledger.get(i).value for i in berlin.supersedes] == ["Porto"]
+
+
 def test_timestamp_wins_consolidates_in_one_atomic_append(ledger: Ledger) -> None:
     lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
     porto = keyed(ledger, "Porto", "Porto", APR)
