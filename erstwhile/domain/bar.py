@@ -14,9 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-import orjson
-
-from erstwhile.domain.memory import Kind, State, normalise_label
+from erstwhile.domain.memory import Kind, State, canonical_json, normalise_label
 from erstwhile.domain.time import Window
 
 Resolution = Literal["by_confidence", "by_recency", "unresolved"]
@@ -60,11 +58,6 @@ class ClaimView:
     def keyed(self) -> bool:
         """Whether the claim is structured: both a subject and an attribute."""
         return self.subject_key is not None and self.attribute_key is not None
-
-
-def canonical_json(value: Any) -> str:
-    """Return a JSON value in one canonical spelling, for comparing values."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def same_subject(older: ClaimView, newer: ClaimView) -> bool:

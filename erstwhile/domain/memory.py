@@ -140,6 +140,23 @@ def _plain(text: str | None, field: str) -> str | None:
 Claim = tuple[str | None, str | None, str, str]
 
 
+def canonical_json(value: Any) -> str:
+    """Return a JSON value in one canonical spelling, for comparing values: keys sorted,
+    and a whole number one spelling whether written ``1`` or ``1.0`` (JSON does not
+    tell them apart)."""
+    return orjson.dumps(_whole_numbers_as_integers(value), option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _whole_numbers_as_integers(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and int(value) in JSON_INTEGERS:
+        return int(value)
+    if isinstance(value, list | tuple):
+        return [_whole_numbers_as_integers(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _whole_numbers_as_integers(item) for key, item in value.items()}
+    return value
+
+
 def claim_of(subject: str | None, attribute: str | None, value: Any, content: str) -> Claim:
     """Return what makes two claims identical: subject, attribute, value and content.
 
@@ -148,7 +165,7 @@ def claim_of(subject: str | None, attribute: str | None, value: Any, content: st
     return (
         normalise_label(subject) if subject else None,
         normalise_label(attribute) if attribute else None,
-        orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode(),
+        canonical_json(value),
         content.strip(),
     )
 

@@ -13,9 +13,9 @@ from uuid import UUID
 
 import orjson
 
-from erstwhile.domain.bar import ClaimView, canonical_json
+from erstwhile.domain.bar import ClaimView
 from erstwhile.domain.events import Asserted
-from erstwhile.domain.memory import Kind, State
+from erstwhile.domain.memory import Kind, State, canonical_json
 from erstwhile.domain.time import Window, end_from_micros, from_micros
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 

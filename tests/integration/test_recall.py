@@ -825,6 +825,22 @@ def test_the_namespace_s_conflicts_are_those_of_every_subject_read_whole(
     assert len(found) >= 5
 
 
+def test_one_and_one_point_zero_are_the_same_value(ledger: Ledger) -> None:
+    """JSON does not tell 1 from 1.0: two claims differing only so neither contradict
+    nor replace each other (a revision so is refused as the same claim)."""
+    first = ledger.remember("score 1", subject="game", attribute="score", value={"n": 1},
+                            valid_from=MAR)  # fmt: skip
+    ledger.remember("score 1", subject="game", attribute="score", value={"n": 1.0},
+                    valid_from=APR)  # fmt: skip
+    assert ledger.conflicts() == [] and ledger.proposals() == []
+    with pytest.raises(SupersessionRefused) as refused:
+        ledger.revise(first.id, "score 1", value={"n": 1.0}, at=JUL)
+    assert refused.value.reason == "identical_claim"
+    assert ledger.remember("score 2", subject="game", attribute="score", value={"n": 2},
+                           valid_from=APR).value == {"n": 2}  # fmt: skip
+    assert len(ledger.conflicts()) == 1
+
+
 def test_a_claim_superseded_at_an_instant_to_come_still_contradicts_until_then(
     ledger: Ledger, clock: ManualClock
 ) -> None:
