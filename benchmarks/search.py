@@ -50,10 +50,15 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
         return raw
 
     raw = context.cached("raw full-text", memories, build)
-    if not ledger.search(asked[0]) or not raw.match(query_terms(asked[0])):
+    fold = context.backend != "sqlite"  # the words as the ledger asks its index
+
+    def terms(question: str) -> list[str]:
+        return query_terms(question, fold=fold)
+
+    if not ledger.search(asked[0]) or not raw.match(terms(asked[0])):
         raise RuntimeError(f"search for {asked[0]!r} found nothing")
     ours, theirs = interleaved(
-        [lambda q: ledger.search(q), lambda q: raw.match(query_terms(q))], asked, asked[:3]
+        [lambda q: ledger.search(q), lambda q: raw.match(terms(q))], asked, asked[:3]
     )
     rng = random.Random(f"{context.preset.seed}:filtered:{memories}")
     about = [(q, subject_name(rng.randrange(subject_count(memories)))) for q in asked]

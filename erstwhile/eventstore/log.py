@@ -121,6 +121,12 @@ class EventFilter:
         return self.namespace is None or record.namespace == self.namespace
 
 
+APPEND_GAP = 2 * ONE_MICROSECOND
+"""The least an append starts after the one before it ends: one microsecond more than
+between two events of one append, so that an append's end can be told from the stamps
+alone (see :meth:`EventLog.rest_of_append`), even when the clock stands still."""
+
+
 def _same_append(last: RecordedEvent, record: RecordedEvent) -> bool:
     """Whether ``record`` continues the append that wrote ``last`` (see
     :meth:`EventLog.rest_of_append`)."""
@@ -195,7 +201,7 @@ class EventLog:
                     )
             start = now
             if tip.recorded_at is not None:
-                start = max(now, from_micros(tip.recorded_at) + ONE_MICROSECOND)
+                start = max(now, from_micros(tip.recorded_at) + APPEND_GAP)
             keys: dict[UUID, bytes] = {}
             built = build(start)
             events = self._stamp(built, tip, start, actor, namespace, keys)
@@ -302,7 +308,11 @@ class EventLog:
         snapshot: a batch's claims commit together, so a batch is seen claimed whole or
         not at all, even while another process commits it."""
         with translated_errors(), self.backend.read() as sql:
-            found = [self._claimed(sql, namespace, key) for key in keys]
+            return self.claims_in(sql, namespace, keys)
+
+    def claims_in(self, sql: Sql, namespace: str, keys: Sequence[str]) -> list[IdempotencyClaim]:
+        """:meth:`claimed` inside an open transaction."""
+        found = [self._claimed(sql, namespace, key) for key in keys]
         return [claim for claim in found if claim is not None]
 
     def head(self) -> int:
@@ -323,10 +333,10 @@ class EventLog:
         """Return the events after ``last`` that the append which wrote it wrote too.
 
         The log keeps no mark of where an append ends, but an append stamps its events
-        at consecutive positions and microseconds, with one actor and namespace; so the
-        events that follow ``last`` that way are taken. Two appends that happen to touch
-        (a second one recorded the microsecond after the first, by the same writer) are
-        taken together, which is harmless: an append is never split."""
+        at consecutive positions and microseconds, with one actor and namespace, and the
+        next append starts at least :data:`APPEND_GAP` later; so the events that follow
+        ``last`` that way are taken. (In a log written before that gap, two appends by one
+        writer may touch, and are taken together: harmless, an append is never split.)"""
         rest: list[RecordedEvent] = []
         while True:
             following = self.read(sql, EventFilter(after=last.position), limit=page)

@@ -37,8 +37,10 @@ NO_TRUNCATE = "erstwhile_events_no_truncate"
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
 SCRUBBED = (
     "memories", "memory_entities", "memory_search", "memory_search_live", "erstwhile_keys",
+    "erstwhile_idempotency",
 )  # fmt: skip
-"""The tables that hold a memory's content or key, which a hard forget scrubs."""
+"""The tables that hold a memory's content, key or payload digest, which a hard forget
+scrubs."""
 SCRUB_MODES = ("vacuum", "full")
 CONNECT_TIMEOUT_SECONDS = 10
 """How long opening a connection may take before the store is reported unreachable."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
@@ -56,7 +57,8 @@ class Audit(LedgerCore):
         folder = Path(tempfile.mkdtemp(prefix="erstwhile-replay-"))
         try:
             scratch = EventLog(open_backend(f"sqlite:///{folder}/replay.db"), self.log.keyring)
-            copy_log(self.log, scratch, EventFilter(before=instant + _TICK))
+            before = None if instant == _LAST_INSTANT else instant + _TICK
+            copy_log(self.log, scratch, EventFilter(before=before))
             replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
                                     clock=lambda: instant, folder=folder)  # fmt: skip
             replayed.runner.setup()
@@ -160,6 +162,8 @@ def copy_log(source: EventLog, target: EventLog, selection: EventFilter) -> None
 
 _SEALED = ("content", "value", "entities", "evidence", "metadata")
 _TICK = to_utc("1970-01-01T00:00:00.000001Z") - to_utc("1970-01-01T00:00:00Z")
+_LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
+"""A replay as known at the last instant there is holds the whole log."""
 
 
 def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:

@@ -25,7 +25,7 @@ from erstwhile.domain.errors import (
 from erstwhile.domain.events import (
     LedgerEvent,
 )
-from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory
+from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory, check_text
 from erstwhile.domain.time import Instant, from_micros, optional_utc, to_utc
 from erstwhile.domain.views import ProjectionStatus
 from erstwhile.eventstore import (
@@ -55,8 +55,9 @@ def system_clock() -> datetime:
 
 
 def _check_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+    if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{what} must be non-empty text without NUL bytes")
+    check_text(value, what)
     if len(value) > MAX_NAME_CHARS:
         raise ValidationError(f"{what} is longer than {MAX_NAME_CHARS} characters")
     return value.strip()
@@ -83,8 +84,9 @@ def mask_password(url: str) -> str:
 def optional_text(value: str | None, what: str) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or "\x00" in value or len(value) > 4096:
+    if not isinstance(value, str) or len(value) > 4096:
         raise ValidationError(f"{what} must be text under 4096 characters without NUL bytes")
+    check_text(value, what)
     return value
 
 

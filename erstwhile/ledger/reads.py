@@ -146,11 +146,11 @@ class Queries(LedgerCore):
             raise ValidationError("limit must be an integer from 1 to 1000")
         label_argument(subject, "subject")
         label_argument(attribute, "attribute")
-        if entities is not None:
-            if isinstance(entities, str):
-                raise ValidationError("entities must be a list of names, not one string")
-            for entity in entities:
-                label_argument(entity, "entities", required=True)
+        for name, given in (("entities", entities), ("kinds", kinds)):
+            if given is not None and not isinstance(given, list | tuple | set | frozenset):
+                raise ValidationError(f"{name} must be a list of names, got {given!r}")
+        for entity in entities or ():
+            label_argument(entity, "entities", required=True)
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
         chosen = [_kind(k) for k in kinds] if kinds is not None else None

@@ -255,7 +255,10 @@ class WriteCommands(LedgerCore):
         if not isinstance(grace, timedelta) or grace < timedelta(0):
             raise ValidationError("grace must be a non-negative timedelta")
         self.runner.catch_up()
-        cutoff = to_micros(self.now() - grace)
+        try:
+            cutoff = to_micros(self.now() - grace)
+        except OverflowError:  # a grace longer than the calendar: nothing is that old
+            return []
         with translated_errors(), self.log.backend.read() as sql:
             due = self.reader.soft_forgotten_before(sql, cutoff)
             due = [memory_id for memory_id in due if self.log.keyring.exists(sql, memory_id)]
@@ -275,7 +278,10 @@ class WriteCommands(LedgerCore):
         ``timestamp_wins``, find the winners again; a memory that became one, or stopped
         being one, since they were found (another writer's) makes this write a conflict
         to retry, rather than one that misses it. Then send the reads ahead."""
-        if any(p.policy == "timestamp_wins" for p in requested):
+        keys = [p.idempotency_key for p in requested if p.idempotency_key is not None]
+        retried = bool(keys) and bool(self.log.claims_in(sql, self.namespace, keys))
+        # A retry whose first attempt committed meanwhile is answered by that attempt.
+        if any(p.policy == "timestamp_wins" for p in requested) and not retried:
             again = self._apply_policies(sql, requested, ids, now)
             if [p.supersedes for p in again] != [p.supersedes for p in planned]:
                 raise ConcurrencyConflict(

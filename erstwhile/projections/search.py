@@ -103,17 +103,22 @@ def without_accents(text: str) -> str:
 
 
 def plain_text(text: str) -> str:
-    """PostgreSQL: a document as SQLite's tokenizer reads it (letters and digits, without
-    accents), so both backends find the same memories: PostgreSQL's own parser keeps an
-    e-mail address, a host, a path or ``2.1`` as one token, which no query word equals."""
-    return " ".join(LETTERS_AND_DIGITS.findall(without_accents(text)))
+    """PostgreSQL: a document in the words a query is split into (letters and digits,
+    case-folded, without accents), so both backends find the same memories: PostgreSQL's
+    own parser keeps an e-mail address, a host, a path or ``2.1`` as one token, which no
+    query word equals."""
+    return " ".join(LETTERS_AND_DIGITS.findall(without_accents(text.casefold())))
 
 
-def query_terms(query: str) -> list[str]:
-    """Return the meaningful terms of a query: words, case-folded, without accents and
-    stop words."""
+def query_terms(query: str, fold: bool) -> list[str]:
+    """Return the meaningful terms of a query: its words without stop words, lower-cased.
+
+    ``fold`` (PostgreSQL): case-folded and without accents, as :func:`plain_text` gives
+    the documents. SQLite's tokenizer folds the terms it is given itself, as it folded
+    the documents (doing it here too would change words it keeps, ``йогурт`` or ``m²``)."""
+    text = without_accents(query.casefold()) if fold else query.lower()
     seen: dict[str, None] = {}
-    for word in WORD.findall(without_accents(query.casefold())):
+    for word in WORD.findall(text):
         if word not in STOP_WORDS and word != "_":
             seen.setdefault(word, None)
     return list(seen)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
@@ -102,7 +102,9 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("search subject not text", lambda ledger, mine, theirs: ledger.search("team", subject=5), ValidationError, "subject"),
     ("search attribute not text", lambda ledger, mine, theirs: ledger.search("team", attribute=["a"]), ValidationError, "attribute"),
     ("search entity not text", lambda ledger, mine, theirs: ledger.search("team", entities=[5]), ValidationError, "entities"),
-    ("search entities one string", lambda ledger, mine, theirs: ledger.search("team", entities="bob"), ValidationError, "not one string"),
+    ("search entities one string", lambda ledger, mine, theirs: ledger.search("team", entities="bob"), ValidationError, "list of names"),
+    ("search kinds not a list", lambda ledger, mine, theirs: ledger.search("team", kinds=5), ValidationError, "list of names"),
+    ("reason with a surrogate", lambda ledger, mine, theirs: ledger.archive(mine.id, reason="\ud800"), ValidationError, "surrogate"),
     ("events after not a position", lambda ledger, mine, theirs: list(ledger.events(after="3")), ValidationError, "log position"),
     ("events until too large", lambda ledger, mine, theirs: list(ledger.events(until=2**70)), ValidationError, "log position"),
     ("events after negative", lambda ledger, mine, theirs: list(ledger.events(after=-1)), ValidationError, "log position"),
@@ -170,3 +172,13 @@ def test_a_closed_ledger_says_so(store_url: str) -> None:
                 lambda: list(ledger.events()), lambda: ledger.search("written")):  # fmt: skip
         with pytest.raises(StoreUnavailable, match="the ledger was closed"):
             use()
+
+
+def test_the_calendars_ends_are_answers_not_crashes(seeded: tuple[Ledger, Any, Any]) -> None:
+    """A grace longer than the calendar finds nothing that old; a replay as known at
+    the last instant there is holds the whole log."""
+    ledger, mine, _ = seeded
+    ledger.forget(mine.id)
+    assert ledger.purge(grace=timedelta.max) == []
+    with ledger.replay(known_at=datetime.max.replace(tzinfo=UTC)) as past:
+        assert past.head() == ledger.head()

@@ -37,6 +37,8 @@ EXAMPLES = int(os.environ.get("ERSTWHILE_HYPOTHESIS_EXAMPLES", "60"))
 STEPS = int(os.environ.get("ERSTWHILE_HYPOTHESIS_STEPS", "20"))
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 MICRO = timedelta(microseconds=1)
+APPEND_GAP = 2 * MICRO
+"""An append starts at least this long after the one before ended (the ledger's rule)."""
 SUBJECTS = ["team", "ada"]
 VALUES = ["Supabase", "AWS", "GCP"]
 KINDS = ["fact", "fact", "note", "event"]
@@ -85,7 +87,7 @@ class Oracle:
         self.position = 0
 
     def next_instants(self, now: datetime, count: int) -> list[datetime]:
-        start = now if self.last_recorded is None else max(now, self.last_recorded + MICRO)
+        start = now if self.last_recorded is None else max(now, self.last_recorded + APPEND_GAP)
         instants = [start + i * MICRO for i in range(count)]
         self.last_recorded = instants[-1]
         self.position += count
@@ -214,7 +216,7 @@ class LedgerMachine(RuleBasedStateMachine):
         expected_at = (
             day(at)
             if at is not None
-            else max(self.clock(), (now_start + MICRO) if now_start else self.clock())
+            else max(self.clock(), (now_start + APPEND_GAP) if now_start else self.clock())
         )
         reason = self.oracle.refusal(older, value, content, expected_at)
         try:

@@ -328,3 +328,19 @@ def test_a_catch_up_batch_never_ends_inside_an_append(
                            "value": "Bergen", "valid_from": APR, "supersedes": [older.id]}])  # fmt: skip
     assert one_batch() == writer.head() == older.position + 400  # with its Superseded
     assert [m.value for m in follower.facts("hq", "city")] == ["Bergen"]
+
+
+def test_appends_stay_apart_when_the_clock_stands_still(open_ledger: OpenLedger) -> None:
+    """With a clock that does not move, each append still starts a microsecond past
+    touching the one before, so a catch-up's batches stay near their size instead of
+    taking the whole backlog as one append."""
+    frozen = ManualClock()
+    writer = open_ledger(namespace="acme", sync_projections=False, clock=frozen)
+    for round_ in range(30):
+        writer.remember_many([{"content": f"note {round_}.{n}"} for n in range(100)])
+    follower = open_ledger(namespace="acme", sync_projections=False, clock=frozen)
+    reached = []
+    while not reached or reached[-1] < writer.head():
+        with follower.log.backend.write(durable=False) as sql:
+            reached.append(follower.runner.apply_batch(sql))
+    assert reached == [500, 1000, 1500, 2000, 2500, 3000]

@@ -244,6 +244,10 @@ WORDS_ANSWERS = {
     "naïve": ["A naïve café on the corner"],
     "what's new": [],
     "don't know": [],
+    "йогурт": ["Купил йогурт"],
+    "phở": ["A bowl of phở"],
+    "m²": ["The flat has 40 m²"],
+    "καφές": ["Ένας καφές"],
 }
 """Questions and the memories each finds, the same on both backends: every meaningful
 word counts, whatever punctuation or accents surround it, and contraction stubs (the
@@ -267,7 +271,8 @@ def test_a_long_question_finds_a_memory_by_any_of_its_first_62_words(ledger: Led
 def test_both_backends_find_the_same_words(ledger: Ledger, question: str, found: list[str]) -> None:
     for content in ["Contact alice@example.com for access", "Binary in /usr/local/bin",
                     "Upgrade to version 2.1 next week", "A naïve café on the corner",
-                    "Alice's car is red", "Bob doesn't like tea"]:  # fmt: skip
+                    "Alice's car is red", "Bob doesn't like tea", "Купил йогурт",
+                    "A bowl of phở", "The flat has 40 m²", "Ένας καφές"]:  # fmt: skip
         ledger.remember(content)
     assert [hit.memory.content for hit in ledger.search(question)] == found
 
@@ -701,6 +706,17 @@ def test_timestamp_wins_racing_a_new_candidate_is_a_conflict(open_ledger: OpenLe
     assert event_count(ledger) == before + 1  # the rival's Porto alone
     berlin = keyed(ledger, "Berlin", "Berlin", JUL, policy="timestamp_wins")
     assert [ledger.get(i).value for i in berlin.supersedes] == ["Porto"]
+
+
+def test_a_retry_racing_its_first_attempt_returns_the_first_result(
+    open_ledger: OpenLedger,
+) -> None:
+    ledger, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    keyed(ledger, "Lisbon", "Lisbon", MAR)
+    request = {"policy": "timestamp_wins", "idempotency_key": "move-1"}
+    first: list[Any] = []
+    racing(ledger, lambda: first.append(keyed(rival, "Berlin", "Berlin", JUL, **request)))
+    assert keyed(ledger, "Berlin", "Berlin", JUL, **request) == first[0]
 
 
 def test_timestamp_wins_consolidates_in_one_atomic_append(ledger: Ledger) -> None:
