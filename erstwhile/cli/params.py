@@ -154,7 +154,10 @@ MetadataOpt = Annotated[
 ]
 IdempotencyOpt = Annotated[
     str | None,
-    typer.Option(metavar="KEY", help="Retrying with the same key returns the first result."),
+    typer.Option(
+        metavar="KEY",
+        help="Retrying with the same key returns the first result (unless forgotten since).",
+    ),
 ]
 MemoryId = Annotated[str, typer.Argument(metavar="ID", help="The memory's id.", show_default=False)]
 KnownAtOpt = Annotated[

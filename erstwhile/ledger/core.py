@@ -134,9 +134,11 @@ class LedgerCore:
     ) -> Self:
         """Open the ledger a URL names (default ``$ERSTWHILE_URL``, else ``./erstwhile.db``).
 
-        With ``sync_projections=False`` the ledger only appends: a separate follower
-        (``erstwhile projections run``) keeps the projections current, reads see what it
-        has applied, and :meth:`wait_for` gives read-your-writes across processes.
+        With ``sync_projections=False`` the ledger appends without folding: a separate
+        follower (``erstwhile projections run``) keeps the projections current, reads see
+        what it has applied, and :meth:`wait_for` gives read-your-writes across
+        processes. Commands that check existing memories (revise, archive, supersedes,
+        timestamp_wins) fold the log first, and a forget folds up to itself.
         """
         namespace = _check_name(namespace, "namespace")
         actor = _check_name(actor if actor is not None else _default_actor(), "actor")

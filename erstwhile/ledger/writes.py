@@ -75,7 +75,8 @@ class WriteCommands(LedgerCore):
         ``supersedes`` names the memories this one replaces at its ``valid_from``;
         ``policy`` is ``"propose"`` (a likely replacement becomes a proposal) or
         ``"timestamp_wins"`` (it supersedes at once); a retry under the same
-        ``idempotency_key`` returns the first result; ``observed_position`` is the log
+        ``idempotency_key`` returns the first result (``NotFound`` if it has since been
+        forgotten); ``observed_position`` is the log
         position the writer had read (its vector clock). Instants are aware datetimes or
         ISO 8601 text with an offset. Anything else is refused with ``ValidationError``.
         """
