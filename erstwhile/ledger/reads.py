@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -146,9 +146,7 @@ class Queries(LedgerCore):
             raise ValidationError("limit must be an integer from 1 to 1000")
         label_argument(subject, "subject")
         label_argument(attribute, "attribute")
-        for name, given in (("entities", entities), ("kinds", kinds)):
-            if given is not None and not isinstance(given, list | tuple | set | frozenset):
-                raise ValidationError(f"{name} must be a list of names, got {given!r}")
+        entities, kinds = _names(entities, "entities"), _names(kinds, "kinds")
         for entity in entities or ():
             label_argument(entity, "entities", required=True)
         known = optional_utc(known_at, "known_at")
@@ -177,6 +175,15 @@ class Queries(LedgerCore):
                 Hit(memory=memory, score=h.score, tier=h.tier)
                 for h, memory in zip(raw, memories, strict=True)
             ]
+
+
+def _names(given: Any, field: str) -> list[Any] | None:
+    """A filter's names as a list (any iterable but text), or None when not given."""
+    if given is None:
+        return None
+    if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+        raise ValidationError(f"{field} must be a list of names, got {given!r}")
+    return list(given)
 
 
 def label_argument(value: object, field: str, required: bool = False) -> None:

@@ -283,6 +283,9 @@ class WriteCommands(LedgerCore):
         retried = bool(keys) and bool(self.log.claims_in(sql, self.namespace, keys))
         # A retry whose first attempt committed meanwhile is answered by that attempt.
         if any(p.policy == "timestamp_wins" for p in requested) and not retried:
+            # What writers that leave folding to a follower appended meanwhile is in
+            # the log only: fold it first, in this transaction.
+            self.runner.fold_to_tip(sql)
             again = self._apply_policies(sql, requested, ids, now)
             if [p.supersedes for p in again] != [p.supersedes for p in planned]:
                 raise ConcurrencyConflict(

@@ -196,6 +196,13 @@ class ProjectionRunner:
         self._fold(sql, appended, tracked)
         return True
 
+    def fold_to_tip(self, sql: Sql) -> None:
+        """Inside ``sql``'s write transaction (the log cannot grow meanwhile), fold every
+        event the projections have not applied."""
+        tip = self.log.tip(sql).position
+        while self.apply_batch(sql) < tip:
+            pass
+
     def apply_batch(self, sql: Sql) -> int:
         """Apply the next batch inside ``sql``'s transaction; return the lowest position.
 

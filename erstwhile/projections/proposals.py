@@ -27,7 +27,7 @@ class ProposalsProjection(Projection):
     """One row per proposed pair: ``open``, ``accepted`` or ``rejected``."""
 
     name = "proposals"
-    version = 2  # 2: no proposal pairs with an erased memory
+    version = 3  # 2: no proposal pairs with an erased memory; 3: 1 and 1.0 are one value
     tables = ("proposals",)
 
     def create(self, sql: Sql) -> None:

@@ -111,17 +111,19 @@ def plain_text(text: str) -> str:
 
 
 def query_terms(query: str, fold: bool) -> list[str]:
-    """Return the meaningful terms of a query: its words without stop words, lower-cased.
+    """Return the meaningful terms of a query: its words, each once, without stop words
+    (a word is one when case-folded and without accents: ``À`` is ``a``).
 
-    ``fold`` (PostgreSQL): case-folded and without accents, as :func:`plain_text` gives
-    the documents. SQLite's tokenizer folds the terms it is given itself, as it folded
-    the documents (doing it here too would change words it keeps, ``йогурт`` or ``m²``)."""
-    text = without_accents(query.casefold()) if fold else query.lower()
-    seen: dict[str, None] = {}
-    for word in WORD.findall(text):
-        if word not in STOP_WORDS and word != "_":
-            seen.setdefault(word, None)
-    return list(seen)
+    ``fold`` (PostgreSQL): each term case-folded and without accents, as
+    :func:`plain_text` gives the documents. On SQLite each term is the word as written:
+    its tokenizer folds a term as it folded the documents, and folding it here as well
+    would change words it keeps (``йогурт``, ``m²``) or split one (``İstanbul``)."""
+    terms: dict[str, str] = {}
+    for word in WORD.findall(query):
+        folded = without_accents(word.casefold())
+        if folded not in STOP_WORDS and folded != "_":
+            terms.setdefault(folded, folded if fold else word)
+    return list(terms.values())
 
 
 def document(event: Asserted) -> str:
@@ -294,8 +296,8 @@ class SearchProjection(Projection):
         self.sqlite = dialect == "sqlite"
         # SQLite: version 2 brought the live index and position rowids, version 3 the
         # live index's upkeep. PostgreSQL: version 3 brought the live table and each
-        # row's position, version 4 documents as SQLite's tokenizer reads them.
-        self.version = 3 if self.sqlite else 4
+        # row's position, version 5 documents in the words queries are split into.
+        self.version = 3 if self.sqlite else 5
         self.tables = (FULL, LIVE, KEYS, UPKEEP, PENDING) if self.sqlite else (FULL, LIVE)
         self.removals = 0
         """PostgreSQL: rows this process took out of the live table since it last

@@ -248,6 +248,8 @@ WORDS_ANSWERS = {
     "phở": ["A bowl of phở"],
     "m²": ["The flat has 40 m²"],
     "καφές": ["Ένας καφές"],
+    "İstanbul": ["Flights to İstanbul"],
+    "rendez-vous à": [],
 }
 """Questions and the memories each finds, the same on both backends: every meaningful
 word counts, whatever punctuation or accents surround it, and contraction stubs (the
@@ -267,12 +269,23 @@ def test_a_long_question_finds_a_memory_by_any_of_its_first_62_words(ledger: Led
         assert found == set(words), options
 
 
+def test_search_filters_take_any_iterable_of_names(ledger: Ledger) -> None:
+    from collections import deque
+
+    memory = ledger.remember("The team moved to AWS", entities=["team"], kind="decision")
+    for entities, kinds in [(deque(["team"]), iter(["decision"])), (("team",), {"decision"})]:
+        assert [h.memory.id for h in ledger.search("aws", entities=entities, kinds=kinds)] == [
+            memory.id
+        ]
+
+
 @pytest.mark.parametrize(("question", "found"), WORDS_ANSWERS.items())
 def test_both_backends_find_the_same_words(ledger: Ledger, question: str, found: list[str]) -> None:
     for content in ["Contact alice@example.com for access", "Binary in /usr/local/bin",
                     "Upgrade to version 2.1 next week", "A naïve café on the corner",
                     "Alice's car is red", "Bob doesn't like tea", "Купил йогурт",
-                    "A bowl of phở", "The flat has 40 m²", "Ένας καφές"]:  # fmt: skip
+                    "A bowl of phở", "The flat has 40 m²", "Ένας καφές",
+                    "Flights to İstanbul"]:  # fmt: skip
         ledger.remember(content)
     assert [hit.memory.content for hit in ledger.search(question)] == found
 
@@ -694,11 +707,16 @@ def test_an_accept_or_reject_racing_another_writer_stores_nothing(
     assert ledger.get(lisbon.id).state is (State.SUPERSEDED if other == "accept" else State.CURRENT)
 
 
-def test_timestamp_wins_racing_a_new_candidate_is_a_conflict(open_ledger: OpenLedger) -> None:
+@pytest.mark.parametrize("rival_folds", [True, False])
+def test_timestamp_wins_racing_a_new_candidate_is_a_conflict(
+    open_ledger: OpenLedger, rival_folds: bool
+) -> None:
     """The winners are found again under the write lock: a memory another writer
     asserted meanwhile that would have been superseded makes this write a conflict to
-    retry (stored nothing), and the retry supersedes it."""
-    ledger, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    retry (stored nothing), and the retry supersedes it; also when that writer left its
+    memory for a follower to fold."""
+    ledger = open_ledger(namespace="acme")
+    rival = open_ledger(namespace="acme", sync_projections=rival_folds)
     racing(ledger, lambda: keyed(rival, "Porto", "Porto", APR))
     before = event_count(ledger)
     with pytest.raises(ConcurrencyConflict):
