@@ -121,8 +121,14 @@ def query_terms(query: str, fold: bool) -> list[str]:
     terms: dict[str, str] = {}
     for word in WORD.findall(query):
         folded = without_accents(word.casefold())
-        if folded not in STOP_WORDS and folded != "_":
-            terms.setdefault(folded, folded if fold else word)
+        if fold:
+            # Folding may turn one character into words (U+FDFA is a phrase of four).
+            for piece in WORD.findall(folded):
+                if piece not in STOP_WORDS and piece != "_":
+                    terms.setdefault(piece, piece)
+        elif folded not in STOP_WORDS and folded != "_":
+            # Repeats as SQLite's tokenizer tells words apart (Straße is not strasse).
+            terms.setdefault(word.lower(), word)
     return list(terms.values())
 
 

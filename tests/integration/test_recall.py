@@ -250,6 +250,7 @@ WORDS_ANSWERS = {
     "καφές": ["Ένας καφές"],
     "İstanbul": ["Flights to İstanbul"],
     "rendez-vous à": [],
+    "\ufdfa": ["A blessing \ufdfa written"],
 }
 """Questions and the memories each finds, the same on both backends: every meaningful
 word counts, whatever punctuation or accents surround it, and contraction stubs (the
@@ -285,7 +286,7 @@ def test_both_backends_find_the_same_words(ledger: Ledger, question: str, found:
                     "Upgrade to version 2.1 next week", "A naïve café on the corner",
                     "Alice's car is red", "Bob doesn't like tea", "Купил йогурт",
                     "A bowl of phở", "The flat has 40 m²", "Ένας καφές",
-                    "Flights to İstanbul"]:  # fmt: skip
+                    "Flights to İstanbul", "A blessing \ufdfa written"]:  # fmt: skip
         ledger.remember(content)
     assert [hit.memory.content for hit in ledger.search(question)] == found
 
