@@ -279,10 +279,9 @@ class WriteCommands(LedgerCore):
         ``timestamp_wins``, find the winners again; a memory that became one, or stopped
         being one, since they were found (another writer's) makes this write a conflict
         to retry, rather than one that misses it. Then send the reads ahead."""
-        keys = [p.idempotency_key for p in requested if p.idempotency_key is not None]
-        retried = bool(keys) and bool(self.log.claims_in(sql, self.namespace, keys))
-        # A retry whose first attempt committed meanwhile is answered by that attempt.
-        if any(p.policy == "timestamp_wins" for p in requested) and not retried:
+        if any(p.policy == "timestamp_wins" for p in requested) and not self._retried(
+            sql, requested
+        ):
             # What writers that leave folding to a follower appended meanwhile is in
             # the log only: fold it first, in this transaction.
             self.runner.fold_to_tip(sql)
@@ -293,6 +292,12 @@ class WriteCommands(LedgerCore):
                     "stored (retry)"
                 )
         self._ahead_of_append(sql)
+
+    def _retried(self, sql: Sql, plans: Sequence[WritePlan]) -> bool:
+        """Whether this write is a retry whose first attempt has committed (the append
+        then answers it with that attempt's memories)."""
+        keys = [p.idempotency_key for p in plans if p.idempotency_key is not None]
+        return bool(keys) and bool(self.log.claims_in(sql, self.namespace, keys))
 
     def _apply_policies(
         self, sql: Sql, plans: Sequence[WritePlan], ids: Sequence[UUID], now: datetime
