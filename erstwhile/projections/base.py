@@ -261,8 +261,7 @@ class ProjectionRunner:
         for attempt in range(SWAP_ATTEMPTS):
             try:
                 with translated_errors(), self.backend.write() as sql:
-                    while builder.apply_batch(sql) < self.log.tip(sql).position:
-                        pass
+                    builder.fold_to_tip(sql)
                     self._swap(sql, builder, chosen)
                 # The swapped-in rows are new to the planner's statistics.
                 self.backend.analyze()
