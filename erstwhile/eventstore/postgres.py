@@ -409,15 +409,9 @@ class PostgresBackend(Backend):
         (``pg_stats``) held them too. With ``?scrub=full`` in the URL the vacuum is
         ``FULL``: the tables are rewritten, so no freed page keeps the bytes either (an
         exclusive lock on each table meanwhile; see docs/forgetting.md)."""
-        options = SQL("FULL, ANALYZE" if self.scrub_mode == "full" else "ANALYZE")
-        with self.datastore.get_connection() as connection:
-            for table in SCRUBBED:
-                if _exists(connection, table):
-                    connection.execute(
-                        SQL("VACUUM ({0}) {1}.{2}").format(
-                            options, Identifier(self.datastore.schema), Identifier(table)
-                        )
-                    )
+        options = "FULL, ANALYZE" if self.scrub_mode == "full" else "ANALYZE"
+        for table in SCRUBBED:
+            self.vacuum(table, options)
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(own(sql), events)
@@ -464,12 +458,15 @@ class PostgresBackend(Backend):
                     connection.execute(SQL("ANALYZE {0}").format(Identifier(table)))
         self.vacuum("memory_search_live")
 
-    def vacuum(self, table: str) -> int:
+    def vacuum(self, table: str, options: str = "") -> int:
+        """See :meth:`Backend.vacuum`; ``options`` go between VACUUM's parentheses
+        (``ANALYZE``, ``FULL, ANALYZE``)."""
+        statement = SQL("VACUUM ({0}) {1}.{2}" if options else "VACUUM {1}.{2}")
         with self.datastore.get_connection() as connection:
             if not _exists(connection, table):
                 return 0
             connection.execute(
-                SQL("VACUUM {0}.{1}").format(Identifier(self.datastore.schema), Identifier(table))
+                statement.format(SQL(options), Identifier(self.datastore.schema), Identifier(table))
             )
             row = connection.execute(
                 "SELECT greatest(reltuples, 0)::bigint AS size FROM pg_class "
