@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from erstwhile.cli.output import show_instant, show_value
+from erstwhile.domain.time import LAST_INSTANT
 
 if TYPE_CHECKING:
     from erstwhile.domain.views import Rectangle
@@ -52,8 +53,9 @@ class Axis:
         low, high = (marks[0], marks[-1]) if marks else (rectangles[0].recorded_from,) * 2
         span = max(high - low, timedelta(days=1))
         room = span + span / 8
-        latest = datetime.max.replace(tzinfo=UTC)  # a window may end at 9999-12-31
-        return cls(low, low + room if latest - low > room else latest, tuple(marks))
+        # A window may end at the calendar's last day.
+        end = low + room if LAST_INSTANT - low > room else LAST_INSTANT
+        return cls(low, end, tuple(marks))
 
     def fraction(self, instant: datetime | None, *, missing: float) -> float:
         """Where ``instant`` falls, from 0 (left) to 1 (right); ``missing`` when None."""

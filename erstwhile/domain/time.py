@@ -16,6 +16,8 @@ OPEN_END = 2**63 - 1
 """The stored form of "no end": larger than every real instant."""
 
 ONE_MICROSECOND = timedelta(microseconds=1)
+LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
+"""The last instant the calendar has (9999-12-31, the usual "until further notice")."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Instant = datetime | str

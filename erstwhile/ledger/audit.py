@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 from uuid import UUID
@@ -24,7 +23,7 @@ from erstwhile.domain.events import (
     Superseded,
 )
 from erstwhile.domain.memory import Memory
-from erstwhile.domain.time import Instant, to_utc
+from erstwhile.domain.time import LAST_INSTANT, Instant, to_utc
 from erstwhile.domain.views import VerifyReport
 from erstwhile.eventstore import EventFilter, EventLog, open_backend, translated_errors
 from erstwhile.eventstore.log import Restored
@@ -57,7 +56,8 @@ class Audit(LedgerCore):
         folder = Path(tempfile.mkdtemp(prefix="erstwhile-replay-"))
         try:
             scratch = EventLog(open_backend(f"sqlite:///{folder}/replay.db"), self.log.keyring)
-            before = None if instant == _LAST_INSTANT else instant + _TICK
+            # As known at the calendar's last instant: the whole log.
+            before = None if instant == LAST_INSTANT else instant + _TICK
             copy_log(self.log, scratch, EventFilter(before=before))
             replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
                                     clock=lambda: instant, folder=folder)  # fmt: skip
@@ -162,8 +162,6 @@ def copy_log(source: EventLog, target: EventLog, selection: EventFilter) -> None
 
 _SEALED = ("content", "value", "entities", "evidence", "metadata")
 _TICK = to_utc("1970-01-01T00:00:00.000001Z") - to_utc("1970-01-01T00:00:00Z")
-_LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
-"""A replay as known at the last instant there is holds the whole log."""
 
 
 def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
