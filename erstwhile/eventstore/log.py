@@ -401,12 +401,14 @@ class EventLog:
                 checked += 1
                 try:
                     record = RecordedEvent.from_row(row)
+                    intact = chain_hash(previous, replace(record, hash=b"")) == record.hash
                 except (TypeError, ValueError, OverflowError):
                     # A column changed to what the ledger never writes (text for a
-                    # number, say): a break at this row, not a crash of the check.
+                    # number, bytes for text, say): a break at this row, not a crash
+                    # of the check.
                     stored = row["position"]
                     return checked, stored if type(stored) is int else after + 1
-                if chain_hash(previous, replace(record, hash=b"")) != record.hash:
+                if not intact:
                     return checked, record.position
                 previous, after = record.hash, record.position
             if len(rows) < batch:

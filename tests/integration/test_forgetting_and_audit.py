@@ -344,13 +344,20 @@ def test_verify_reports_an_event_moved_past_the_projections(
         Ledger.open(store_url).close()
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE erstwhile_events SET recorded_at = 'abc' WHERE position = 2",
+        "UPDATE erstwhile_events SET namespace = CAST(namespace AS BLOB) WHERE position = 2",
+        "UPDATE erstwhile_events SET topic = CAST(topic AS BLOB) WHERE position = 2",
+    ],
+)
 def test_verify_reports_a_value_of_the_wrong_type_as_a_break(
-    sqlite_url: str, clock: ManualClock
+    sqlite_url: str, clock: ManualClock, change: str
 ) -> None:
-    """SQLite keeps any type in any column: text where an instant was is a break of
-    the chain, not a crash of the check."""
-    report = tampered_log(sqlite_url, clock, "UPDATE erstwhile_events SET recorded_at = 'abc' "
-                                             "WHERE position = 2")  # fmt: skip
+    """SQLite keeps any type in any column: text where an instant was, or bytes where
+    text was, is a break of the chain, not a crash of the check."""
+    report = tampered_log(sqlite_url, clock, change)
     assert (report.ok, report.first_break) == (False, 2)
 
 
