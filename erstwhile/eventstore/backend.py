@@ -155,6 +155,16 @@ class Backend(ABC):
     def scrub(self) -> None:
         """Make erased bytes unreadable in the database files (after a hard forget)."""
 
+    def existing_tables(self, sql: Sql, names: Sequence[str]) -> set[str]:
+        """Which of these tables exist (SQLite; PostgreSQL looks in the ledger's schema)."""
+        if not names:
+            return set()
+        sql.execute(
+            f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks(names)})",
+            list(names),
+        )
+        return {row["name"] for row in sql.fetchall()}
+
     def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Replace ``live`` by ``shadow`` inside ``sql``'s transaction.
 

@@ -35,12 +35,14 @@ from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 NO_TRUNCATE = "erstwhile_events_no_truncate"
 """The trigger that refuses TRUNCATE of the log (row triggers do not see one)."""
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
+HELD_CONTENT = ("memories", "memory_entities", "memory_search", "memory_search_live")
 SCRUBBED = (
-    "memories", "memory_entities", "memory_search", "memory_search_live", "erstwhile_keys",
+    *HELD_CONTENT, *(table + "__shadow" for table in HELD_CONTENT), "erstwhile_keys",
     "erstwhile_idempotency",
 )  # fmt: skip
 """The tables that hold a memory's content, key or payload digest, which a hard forget
-scrubs."""
+scrubs: the projections' tables, their shadows (the tables a rebuild folds beside them,
+when one is running or was left half-done), the key ring and the idempotency claims."""
 SCRUB_MODES = ("vacuum", "full")
 CONNECT_TIMEOUT_SECONDS = 10
 """How long opening a connection may take before the store is reported unreachable."""
@@ -433,6 +435,16 @@ class PostgresBackend(Backend):
                 yield wait
             finally:
                 connection.execute("UNLISTEN *")
+
+    def existing_tables(self, sql: Sql, names: Sequence[str]) -> set[str]:
+        if not names:
+            return set()
+        sql.execute(
+            "SELECT table_name AS name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() AND table_name = ANY(?)",
+            (list(names),),
+        )
+        return {row["name"] for row in sql.fetchall()}
 
     def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Copy the shadow's rows over the live table's, then drop the shadow.

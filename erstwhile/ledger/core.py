@@ -23,6 +23,7 @@ from erstwhile.domain.errors import (
     ValidationError,
 )
 from erstwhile.domain.events import (
+    Forgotten,
     LedgerEvent,
 )
 from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory, check_text
@@ -243,10 +244,14 @@ class LedgerCore:
             self.memories_projection.prefetch(sql, self.namespace, self.actor)
 
     def _fold_in_append(self, sql: Sql, previous_head: int, appended: Folded) -> None:
-        """Fold a write into the projections inside its own transaction when in sync."""
+        """Fold a write into the projections inside its own transaction when in sync; a
+        hard forget also wipes its memory from a rebuild's tables, in sync or not."""
         self._folded = self.sync_projections and self.runner.fold_appended(
             sql, previous_head, appended
         )
+        for record, event in appended:
+            if isinstance(event, Forgotten) and event.hard:
+                self.runner.erase_from_builds(sql, [record.memory_key], record.recorded_micros)
 
     def _after_append(self, position: int) -> None:
         """Read your own writes: fold the log up to this write before returning (unless

@@ -61,6 +61,14 @@ class Projection(ABC):
     def apply(self, sql: Sql, record: RecordedEvent, event: LedgerEvent) -> None:
         """Fold one event into the projection's rows."""
 
+    def erase(self, sql: Sql, memory_id: str, instant: int) -> None:  # noqa: B027 - optional hook
+        """Wipe a hard-forgotten memory's content (forgotten at ``instant``, in µs) from
+        this projection's rows, as the fold of its ``Forgotten`` event does, and nothing
+        else (none by default: a projection that keeps no content). Used on a rebuild's
+        shadow tables, which meet the event only when their build reaches it, or never
+        if the build was left half-done; so it must leave rows that the event's fold
+        turns into exactly what a fold of the whole log gives."""
+
     def after_commit(self, backend: Backend) -> None:  # noqa: B027 - optional hook
         """Upkeep that must run outside a transaction once a fold has committed (none by
         default)."""
@@ -239,6 +247,19 @@ class ProjectionRunner:
         if advanced:
             self.backend.advance_tracking(sql, advanced, last)
         return last
+
+    def erase_from_builds(self, sql: Sql, memory_ids: Sequence[str], instant: int) -> None:
+        """Inside a hard forget's transaction, wipe the memories' content from the shadow
+        tables of a rebuild, running in another process or left half-done: what the
+        build folded before the key was destroyed holds the content in plain text. (A
+        build folds under the write lock, so from this transaction on it decodes the
+        memories' assertions already erased.)"""
+        shadow = Shadow.of(self.projections)
+        present = self.backend.existing_tables(sql, list(shadow.renames.values()))
+        for projection in self.projections:
+            if projection.tables and all(shadow.renames[t] in present for t in projection.tables):
+                for memory_id in memory_ids:
+                    projection.erase(shadow.wrap(sql), memory_id, instant)
 
     def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
         """Rebuild projections (all, or the one named) from position 0 without downtime.

@@ -212,13 +212,17 @@ class MemoriesProjection(Projection):
             (FORGOTTEN, instant, record.version, memory_id),
         )
         if event.hard:
-            sql.execute(
-                "UPDATE memories SET content = NULL, value = NULL, entities = '[]', "
-                "evidence = '[]', metadata = NULL, erased_at = ? "
-                "WHERE id = ?",
-                (instant, memory_id),
-            )
-            sql.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory_id,))
+            self.erase(sql, memory_id, instant)
+
+    def erase(self, sql: Sql, memory_id: str, instant: int) -> None:
+        """Wipe the claim, keeping the skeleton, and mark the row erased at ``instant``."""
+        sql.execute(
+            "UPDATE memories SET content = NULL, value = NULL, entities = '[]', "
+            "evidence = '[]', metadata = NULL, erased_at = ? "
+            "WHERE id = ?",
+            (instant, memory_id),
+        )
+        sql.execute("DELETE FROM memory_entities WHERE memory_id = ?", (memory_id,))
 
     def _vector_clock(
         self,

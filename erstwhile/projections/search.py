@@ -371,7 +371,7 @@ class SearchProjection(Projection):
                         live.add(memory_id, record.position, text)
             elif isinstance(event, Forgotten) and event.hard:
                 self._write_live(live, buffered)
-                self._erase(buffered, memory_id)
+                self.erase(buffered, memory_id, record.recorded_micros)
             elif isinstance(event, Archived | Forgotten) or (
                 isinstance(event, Superseded) and event.at <= record.recorded_at
             ):
@@ -449,7 +449,7 @@ class SearchProjection(Projection):
         sql.execute(INSERT_KEY, (memory_id, position))
         sql.execute(INSERT_FULL, (position, text))
 
-    def _erase(self, sql: Sql, memory_id: str) -> None:
+    def erase(self, sql: Sql, memory_id: str, instant: int) -> None:
         """Remove a memory's entries; on SQLite also merge the indexes so no token survives."""
         if not self.sqlite:
             for table in (LIVE, FULL):
