@@ -165,6 +165,14 @@ class Backend(ABC):
         )
         return {row["name"] for row in sql.fetchall()}
 
+    def indexes(self, sql: Sql) -> list[tuple[str, str]]:
+        """Every index created by name (not by a key constraint), as (index, table)."""
+        sql.execute(
+            "SELECT name, tbl_name AS tbl FROM sqlite_master "
+            "WHERE type = 'index' AND sql IS NOT NULL"
+        )
+        return [(row["name"], row["tbl"]) for row in sql.fetchall()]
+
     def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Replace ``live`` by ``shadow`` inside ``sql``'s transaction.
 

@@ -446,6 +446,13 @@ class PostgresBackend(Backend):
         )
         return {row["name"] for row in sql.fetchall()}
 
+    def indexes(self, sql: Sql) -> list[tuple[str, str]]:
+        sql.execute(
+            "SELECT indexname AS name, tablename AS tbl FROM pg_indexes "
+            "WHERE schemaname = current_schema()"
+        )
+        return [(row["name"], row["tbl"]) for row in sql.fetchall()]
+
     def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Copy the shadow's rows over the live table's, then drop the shadow.
 

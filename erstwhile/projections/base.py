@@ -16,7 +16,7 @@ from erstwhile.domain.events import LedgerEvent
 from erstwhile.eventstore import EventFilter, EventLog, RecordedEvent, Sql, translated_errors
 from erstwhile.eventstore.backend import Backend
 from erstwhile.projections.batch import BufferedSql
-from erstwhile.projections.shadow import Shadow
+from erstwhile.projections.shadow import SUFFIX, TAGGED, Shadow, WithoutIndexes
 
 SWAP_ATTEMPTS = 5
 """How often a rebuild tries to swap its tables in before giving up."""
@@ -126,14 +126,39 @@ class ProjectionRunner:
                 "(name TEXT PRIMARY KEY, version BIGINT NOT NULL)"
             )
             recorded = self._recorded_versions(sql)
+            built = self._rebuilt_indexes(sql)
             for projection in self.projections:
                 known = recorded.get(projection.name)
                 if known is not None and known != projection.version:
                     projection.drop(sql)
                     self.backend.reset_tracking(sql, projection.name)
-                projection.create(sql)
+                projection.create(WithoutIndexes(sql, built))
                 if known != projection.version:
                     self._record_version(sql, projection)
+
+    def _rebuilt_indexes(self, sql: Sql) -> set[str]:
+        """The indexes a rebuild swapped in, by their own names.
+
+        A shadow build creates its indexes under tagged names (``memories_subject_1a2b3c4d``)
+        beside the live ones, since an index's name is the schema's, not its table's. On
+        SQLite the swap renames the tables and the indexes go with them under those names
+        (SQLite cannot rename an index), so ``create`` would build each one again under
+        its own name at the next opening: every write would then keep both. An index in
+        tagged form is kept as the index of that name; where one was built again already,
+        the tagged twin is dropped. (PostgreSQL's swap copies the rows into the live
+        tables, which keep their own indexes.)"""
+        indexes = self.backend.indexes(sql)
+        names = {name for name, _ in indexes}
+        built: set[str] = set()
+        for name, table in indexes:
+            tagged = TAGGED.fullmatch(name)
+            if tagged is None or table.endswith(SUFFIX):
+                continue
+            if tagged.group(1) in names:
+                sql.execute(f"DROP INDEX {name}")
+            else:
+                built.add(tagged.group(1))
+        return built
 
     def versions(self) -> dict[str, int]:
         """Return each projection's recorded schema version."""

@@ -83,3 +83,35 @@ class ShadowSql:
 
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         self._sql.prefetch(self._rewrite(statement), params)
+
+
+TAGGED = re.compile(r"(\w+)_[0-9a-f]{8}")
+"""An index name a shadow build gave (its own name and the build's tag)."""
+
+
+class WithoutIndexes:
+    """:class:`Sql` for a projection's ``create`` that leaves out some indexes by name:
+    those a rebuild swapped in under its tagged names (see
+    :meth:`~erstwhile.projections.base.ProjectionRunner.setup`)."""
+
+    def __init__(self, sql: Sql, names: set[str]) -> None:
+        self.raw = sql.raw
+        self._sql = sql
+        self._names = names
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        created = INDEX.match(statement)
+        if created is None or created.group(2) not in self._names:
+            self._sql.execute(statement, params)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._sql.executemany(statement, rows)
+
+    def fetchone(self) -> Any:
+        return self._sql.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._sql.fetchall()
+
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self._sql.prefetch(statement, params)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -123,6 +125,57 @@ def test_rebuild_runs_beside_readers_and_writers(open_ledger: OpenLedger) -> Non
     after = dump(ledger)
     ledger.rebuild()
     assert dump(ledger) == after
+
+
+def index_definitions(ledger: Ledger) -> Counter[tuple[str, str]]:
+    """Every index of the ledger's tables by table and definition (its name left out),
+    counted: an index built twice under two names counts twice."""
+    found: Counter[tuple[str, str]] = Counter()
+    with ledger.log.backend.read() as sql:
+        if ledger.log.backend.dialect == "sqlite":
+            sql.execute("SELECT name, tbl_name AS t, sql AS d FROM sqlite_master "
+                        "WHERE type = 'index' AND sql IS NOT NULL")  # fmt: skip
+        else:
+            sql.execute("SELECT indexname AS name, tablename AS t, indexdef AS d "
+                        "FROM pg_indexes WHERE schemaname = current_schema()")  # fmt: skip
+        for row in sql.fetchall():
+            name = re.escape(row["name"])
+            # SQLite quotes the table's name in an index it renamed the table of.
+            definition = re.sub(rf"INDEX {name}\b", "INDEX", row["d"].replace('"', ""))
+            found[(row["t"], definition)] += 1
+    return found
+
+
+def test_a_rebuild_leaves_each_index_once_under_its_own_name(open_ledger: OpenLedger) -> None:
+    """A rebuild builds its tables' indexes under tagged names beside the live ones; the
+    swap must not leave the next opening to build each again under its own name."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 50)
+    before = index_definitions(ledger)
+    assert before and max(before.values()) == 1
+    ledger.rebuild()
+    assert index_definitions(ledger) == before
+    reopened = open_ledger(namespace="acme")
+    assert index_definitions(reopened) == before
+    reopened.rebuild()
+    assert index_definitions(open_ledger(namespace="acme")) == before
+
+
+def test_opening_drops_the_second_copies_an_older_version_built(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """Until 2026-12-01 an opening after a rebuild built every index again under its own
+    name; the next opening drops the rebuild's copies."""
+    with Ledger.open(sqlite_url, clock=clock) as ledger:
+        seed(ledger, 20)
+        before = index_definitions(ledger)
+        ledger.rebuild()
+        with ledger.log.backend.write() as sql:
+            sql.execute("CREATE INDEX memories_position ON memories (namespace, position)")
+        assert index_definitions(ledger)[("memories", "CREATE INDEX ON memories "
+                                          "(namespace, position)")] == 2  # fmt: skip
+    with Ledger.open(sqlite_url, clock=clock) as reopened:
+        assert index_definitions(reopened) == before
 
 
 def test_a_changed_schema_version_rebuilds_at_open(
