@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from typer.exceptions import TyperException
 
 from erstwhile.cli import reads, recall, timeline, transfer, writes
@@ -102,7 +103,7 @@ DEMO_QUESTIONS = ("now", "in_march", "at_handover", "known_before_move", "chain"
 
 def show_demo(answers: DemoAnswers, path: Path) -> None:
     """Print the demo's answers."""
-    console.print(f"Recorded the story in [bold]{path}[/bold] (namespace 'demo').\n")
+    console.print(f"Recorded the story in [bold]{escape(str(path))}[/bold] (namespace 'demo').\n")
     console.print(memory_table("What database does the team use now?", answers.now))
     console.print(memory_table("As of 2026-03-15 (valid time)", answers.in_march))
     console.print(memory_table("As of exactly 2026-07-01, the hand-over", answers.at_handover))
@@ -117,7 +118,7 @@ def show_demo(answers: DemoAnswers, path: Path) -> None:
         f"\n{answers.aws.content!r} supersedes {answers.aws.supersedes[0]}; "
         f"{answers.supabase.content!r} is superseded by {answers.aws.id}."
     )
-    console.print(f"Explore it: erstwhile --db sqlite:///{path} --namespace demo ...")
+    console.print(f"Explore it: erstwhile --db sqlite:///{path} --namespace demo ...", markup=False)
 
 
 def main() -> None:

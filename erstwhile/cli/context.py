@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import typer
 
+from erstwhile.domain.errors import ValidationError
 from erstwhile.ledger import Ledger
 
 
@@ -40,3 +42,11 @@ def settings(ctx: typer.Context) -> Settings:
 def open_ledger(ctx: typer.Context, *, sync_projections: bool = True) -> Ledger:
     """Open the ledger the global options name; use it in a ``with`` block."""
     return settings(ctx).open(sync_projections=sync_projections)
+
+
+def refuse_store_files(ledger: Ledger, output: Path) -> None:
+    """Refuse to write a command's output over one of the ledger's own files: opening
+    it for writing would empty the store."""
+    target = output.resolve()
+    if any(target == own.resolve() for own in ledger.log.backend.files()):
+        raise ValidationError(f"{output} is a file of this ledger's store; write to another file")

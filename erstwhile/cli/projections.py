@@ -108,6 +108,7 @@ def run(
                 errors.print(
                     f"Following {show_url(ledger.url)}; Ctrl-C stops.",
                     highlight=False,
+                    markup=False,
                     soft_wrap=True,
                 )
                 ledger.follow(stop=stop, poll=poll)

@@ -92,7 +92,7 @@ def conflicts(
         print_json(dump(found))
         return
     if not found:
-        console.print("No conflicts" + (f" about {subject!r}." if subject else "."))
+        console.print("No conflicts" + (f" about {subject!r}." if subject else "."), markup=False)
     for conflict in found:
         console.print(conflict_table(conflict))
 

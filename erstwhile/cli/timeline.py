@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
-from erstwhile.cli.context import open_ledger, settings
+from erstwhile.cli.context import open_ledger, refuse_store_files, settings
 from erstwhile.cli.output import console, dump, print_json
 from erstwhile.cli.picture import Axis, draw, svg_document
 
@@ -38,6 +39,8 @@ def timeline(
     A forgotten memory's versions stop at its forget; a hard-forgotten one is not drawn.
     """
     with open_ledger(ctx) as ledger:
+        if svg is not None:
+            refuse_store_files(ledger, svg)
         rectangles = ledger.timeline(subject, attribute)
     title = f"Timeline of {subject} {attribute}" if attribute else f"Timeline of {subject}"
     axis = Axis.spanning(rectangles) if rectangles else None
@@ -46,6 +49,6 @@ def timeline(
     if settings(ctx).json:
         print_json(dump(rectangles))
     elif svg is not None:
-        console.print(f"Wrote {len(rectangles)} versions to {svg}.", highlight=False)
+        console.print(f"Wrote {len(rectangles)} versions to {svg}.", highlight=False, markup=False)
     else:
-        console.print(draw(title, rectangles, axis, console.width))
+        console.print(draw(escape(title), rectangles, axis, console.width))

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from erstwhile.cli.context import open_ledger, settings
+from erstwhile.cli.context import open_ledger, refuse_store_files, settings
 from erstwhile.cli.output import console, errors, print_json, show_url
 from erstwhile.ledger.audit import Counter
 
@@ -41,12 +41,13 @@ def export(
             ledger.export(sys.stdout.buffer, all_namespaces=all_namespaces)
             sys.stdout.flush()
             return
+        refuse_store_files(ledger, output)
         with output.open("wb") as file, counter("Exporting", None) as progress:
             written = ledger.export(file, all_namespaces=all_namespaces, progress=progress)
     if settings(ctx).json:
         print_json({"exported": written, "output": str(output)})
     else:
-        console.print(f"Exported {written} events to {output}.", highlight=False)
+        console.print(f"Exported {written} events to {output}.", highlight=False, markup=False)
 
 
 def import_(
@@ -76,7 +77,7 @@ def import_(
     if settings(ctx).json:
         print_json({"imported": imported, "db": url})
     else:
-        console.print(f"Imported {imported} events into {url}.", highlight=False)
+        console.print(f"Imported {imported} events into {url}.", highlight=False, markup=False)
 
 
 def count_lines(path: Path) -> int:

@@ -13,6 +13,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import psycopg
@@ -154,6 +155,10 @@ class Backend(ABC):
     @abstractmethod
     def scrub(self) -> None:
         """Make erased bytes unreadable in the database files (after a hard forget)."""
+
+    def files(self) -> tuple[Path, ...]:
+        """The files on this machine that hold the store (none for a server's)."""
+        return ()
 
     def existing_tables(self, sql: Sql, names: Sequence[str]) -> set[str]:
         """Which of these tables exist (SQLite; PostgreSQL looks in the ledger's schema)."""

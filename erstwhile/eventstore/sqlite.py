@@ -13,6 +13,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -204,6 +205,11 @@ class SQLiteBackend(Backend):
         self.datastore = LedgerSQLiteDatastore(path)
         self.recorder = LedgerSQLiteRecorder(self.datastore)
         self.tracker = SQLiteTrackingRecorder(self.datastore)
+
+    def files(self) -> tuple[Path, ...]:
+        """The database file and the ones SQLite keeps beside it."""
+        store = Path(self.path)
+        return (store, *(store.with_name(store.name + end) for end in ("-wal", "-shm", "-journal")))
 
     def create_tables(self) -> None:
         """Create the tables in one ``BEGIN IMMEDIATE`` transaction, so processes opening

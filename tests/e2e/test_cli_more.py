@@ -154,6 +154,44 @@ def test_export_then_import_gives_the_same_answers(move: Move) -> None:
     assert failed_cleanly(missing, 1) and not (move.cwd / "fresh.db").exists()
 
 
+def test_output_is_never_written_over_the_store_itself(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "own.db") as ledger:
+        ledger.remember("The team uses Supabase", subject="team")
+    db = ["--db", "own.db"]
+    exported, drawn, on_wal = run_all(
+        tmp_path,
+        [*db, "export", "--output", "own.db"],
+        [*db, "timeline", "team", "--svg", "./own.db"],
+        [*db, "export", "--output", "own.db-wal"],
+    )
+    for result in (exported, drawn, on_wal):
+        assert failed_cleanly(result, 1) and "a file of this ledger's store" in result.stderr
+    with Ledger.open(tmp_path / "own.db") as ledger:
+        assert ledger.head() == 1 and ledger.verify().ok
+
+
+def test_brackets_in_user_text_are_printed_as_written(tmp_path: Path) -> None:
+    """Human output goes through rich, which reads ``[...]`` as markup: user text must
+    not be taken for it (an unknown closing tag was a traceback)."""
+    subject = "docs [/srv/docs]"
+    with Ledger.open(tmp_path / "marks.db") as ledger:
+        ledger.remember("Docs live in /srv/docs", subject=subject, attribute="location")
+        ledger.remember("x", subject="[bold]")
+    db = ["--db", "marks.db"]
+    drawn, none, bold, exported = run_all(
+        tmp_path,
+        [*db, "timeline", subject],
+        [*db, "conflicts", subject],
+        [*db, "timeline", "[bold]"],
+        [*db, "export", "--output", "out[bold].jsonl"],
+    )
+    assert drawn.code == 0 and f"Timeline of {subject}" in drawn.stdout
+    assert none.code == 0 and f"No conflicts about {subject!r}." in none.stdout
+    assert bold.code == 0 and "Timeline of [bold]" in bold.stdout
+    assert exported.code == 0 and "out[bold].jsonl" in exported.stdout
+    assert (tmp_path / "out[bold].jsonl").exists()
+
+
 def test_timeline_draws_every_version_and_writes_svg(move: Move) -> None:
     drawn, as_json = move.run_all(
         ["timeline", "team"], ["--json", "timeline", "team", "database", "--svg", "move.svg"]
