@@ -52,6 +52,11 @@ def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
     scheme, _, rest = resolved.partition("://")
     with translated_errors():
         if scheme == "sqlite":
+            if "://" in os.fspath(url or resolved) and "?" in rest:
+                raise StoreUnavailable(
+                    f"a SQLite URL takes no parameters: {resolved!r} (a file whose name has "
+                    "a '?' is given as a bare path)"
+                )
             backend: Backend = _sqlite(rest)
         elif scheme in ("postgresql", "postgres"):
             from erstwhile.eventstore.postgres import PostgresBackend

@@ -44,6 +44,8 @@ SCRUBBED = (
 scrubs: the projections' tables, their shadows (the tables a rebuild folds beside them,
 when one is running or was left half-done), the key ring and the idempotency claims."""
 SCRUB_MODES = ("vacuum", "full")
+OURS = ("schema", "scrub")
+"""The URL's parameters erstwhile reads itself; the rest are libpq's."""
 CONNECT_TIMEOUT_SECONDS = 10
 """How long opening a connection may take before the store is reported unreachable."""
 PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -264,18 +266,19 @@ def scrub_mode(url: str) -> str:
 def datastore_from_url(
     url: str, pool_size: int = 2, max_overflow: int = 8
 ) -> LedgerPostgresDatastore:
-    """Return a datastore for ``postgresql://user[:password]@host[:port]/db[?schema=name]``."""
+    """Return a datastore for ``postgresql://user[:password]@host[:port]/db[?schema=name]``
+    (with ``scrub`` and any libpq parameter besides)."""
     parts = urlsplit(url)
     if not parts.path.strip("/"):
         raise StoreUnavailable(f"the PostgreSQL URL {url!r} names no database")
-    query = parse_qs(parts.query)
+    query = parse_qs(parts.query, keep_blank_values=True)
     schema = query.get("schema", ["public"])[0]
     if not PLAIN_NAME.fullmatch(schema):
         raise ValidationError(
             f"schema {schema!r}: use a plain name (lower-case letters, digits and _, "
             "at most 63, not starting with a digit)"
         )
-    return LedgerPostgresDatastore(
+    datastore = LedgerPostgresDatastore(
         dbname=unquote(parts.path.lstrip("/")),
         host=parts.hostname or "localhost",
         port=parts.port or 5432,
@@ -288,6 +291,11 @@ def datastore_from_url(
         pool_open_timeout=None,
         lock_timeout=30,
     )
+    # Every other parameter is libpq's (sslmode, sslrootcert, application_name, ...): it
+    # goes to every connection, and libpq refuses one it does not know.
+    connection = {name: values[-1] for name, values in query.items() if name not in OURS}
+    cast(dict[str, Any], datastore.pool.kwargs).update(connection)
+    return datastore
 
 
 class PostgresBackend(Backend):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
@@ -162,6 +163,23 @@ def test_open_refuses_a_schema_name_postgresql_would_need_quoted(
             "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (schema,)
         ).fetchone()
     assert found == (0,)
+
+
+def test_a_postgresql_url_gives_libpq_its_own_parameters(postgres_url: str) -> None:
+    """``sslmode``, ``application_name`` and the like reach every connection; a name
+    libpq does not know (a misspelt ``schema``, say) is refused, not dropped."""
+    ledger = Ledger.open(f"{postgres_url}&application_name=erstwhile_probe")
+    with ledger, ledger.log.backend.read() as sql:
+        sql.execute("SELECT current_setting('application_name') AS name")
+        assert sql.fetchone()["name"] == "erstwhile_probe"
+    with pytest.raises(StoreUnavailable, match='invalid connection option "schem"'):
+        Ledger.open(postgres_url.replace("?schema=", "?schem="))
+
+
+def test_a_sqlite_url_with_parameters_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable, match="takes no parameters"):
+        Ledger.open(f"sqlite:///{tmp_path}/ledger.db?scrub=full")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_closed_ledger_says_so(store_url: str) -> None:
