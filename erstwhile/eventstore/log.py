@@ -137,6 +137,14 @@ def _same_append(last: RecordedEvent, record: RecordedEvent) -> bool:
     )
 
 
+def _start_after(tip: LogTip, now: datetime) -> datetime:
+    """Where an append after ``tip`` starts: ``now``, but at least :data:`APPEND_GAP`
+    after the last event (transaction time never steps back)."""
+    if tip.recorded_at is None:
+        return now
+    return max(now, from_micros(tip.recorded_at) + APPEND_GAP)
+
+
 ERASED_FINGERPRINT = "erased"
 """The fingerprint of an idempotency claim whose memory was hard-forgotten."""
 
@@ -199,9 +207,7 @@ class EventLog:
                         f"another writer changed {stream} since this write read it; nothing "
                         "was stored (read again and retry)"
                     )
-            start = now
-            if tip.recorded_at is not None:
-                start = max(now, from_micros(tip.recorded_at) + APPEND_GAP)
+            start = _start_after(tip, now)
             keys: dict[UUID, bytes] = {}
             built = build(start)
             events = self._stamp(built, tip, start, actor, namespace, keys)
@@ -261,6 +267,11 @@ class EventLog:
         )
         row = sql.fetchone()
         return 0 if row is None else int(row["position"])
+
+    def next_start(self, sql: Sql, now: datetime) -> datetime:
+        """The instant an append made now would start at, as the log stands in ``sql``'s
+        transaction (the append itself, holding the write lock, has the last word)."""
+        return _start_after(self.tip(sql), now)
 
     def tip(self, sql: Sql) -> LogTip:
         """Return the last event's position, instant and hash, inside an open transaction."""

@@ -128,7 +128,7 @@ class WriteCommands(LedgerCore):
             # Validate against the memories touched, as the whole log now says.
             self.runner.catch_up()
             with translated_errors(), self.log.backend.read() as sql:
-                plans = self._apply_policies(sql, plans, ids, now)
+                plans = self._apply_policies(sql, plans, ids, self.log.next_start(sql, now))
                 own = set(ids)  # superseded within the batch: plan_writes knows them
                 olders = {
                     older_id: self.reader.state(sql, older_id).existing
@@ -285,7 +285,7 @@ class WriteCommands(LedgerCore):
             # What writers that leave folding to a follower appended meanwhile is in
             # the log only: fold it first, in this transaction.
             self.runner.fold_to_tip(sql)
-            again = self._apply_policies(sql, requested, ids, now)
+            again = self._apply_policies(sql, requested, ids, self.log.next_start(sql, now))
             if [p.supersedes for p in again] != [p.supersedes for p in planned]:
                 raise ConcurrencyConflict(
                     "another writer changed what this write would supersede; nothing was "
@@ -300,17 +300,19 @@ class WriteCommands(LedgerCore):
         return bool(keys) and bool(self.log.claims_in(sql, self.namespace, keys))
 
     def _apply_policies(
-        self, sql: Sql, plans: Sequence[WritePlan], ids: Sequence[UUID], now: datetime
+        self, sql: Sql, plans: Sequence[WritePlan], ids: Sequence[UUID], start: datetime
     ) -> list[WritePlan]:
         """Under ``timestamp_wins``, add every older memory that clears the bar, as the
         batch leaves it so far, so that a batch does what its items would do one after
         another: a memory an earlier item superseded is no longer current, and an
-        earlier item is a candidate like a stored memory."""
+        earlier item is a candidate like a stored memory. An undated claim opens at
+        ``start``, the instant the append starts at (the clock's, unless the log's last
+        event is later), as it will be written."""
         superseded: set[UUID] = set()
         earlier = EarlierClaims()
         applied = []
         for place, (plan, new_id) in enumerate(zip(plans, ids, strict=True)):
-            newer = plan.claim_view(now)
+            newer = plan.claim_view(start)
             if plan.policy == "timestamp_wins":
                 stored = candidates(sql, self.namespace, newer, LATEST, self.log.backend.dialect)
                 winners = [

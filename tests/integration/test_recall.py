@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -781,6 +782,25 @@ def test_timestamp_wins_in_one_batch_does_what_the_same_calls_do_one_by_one(
     assert ledger.conflicts("batch") == [] and ledger.proposals() == []
     ledger.rebuild()
     assert shape([ledger.get(m.id) for m in batch]) == shape(now_one)
+
+
+def test_timestamp_wins_judges_undated_claims_where_the_log_records_them(
+    open_ledger: OpenLedger, clock: ManualClock
+) -> None:
+    """An undated memory opens when it is recorded: at the clock's instant, or just
+    after the log's last event when the clock stands still or lags (two writes in one
+    tick, a host whose clock runs behind another's). The policy judges the bar there,
+    as the proposals do, instead of at the clock's reading."""
+    ahead = open_ledger(namespace="acme", clock=lambda: clock() + timedelta(seconds=5))
+    ledger = open_ledger(namespace="acme")
+    claim = {"subject": "team", "attribute": "database"}
+    supabase = ahead.remember("The team uses Supabase", value="Supabase", **claim)
+    aws = ledger.remember("The team uses AWS", value="AWS", policy="timestamp_wins", **claim)
+    assert aws.supersedes == [supabase.id] and aws.valid_from > supabase.valid_from
+    gcp = ledger.remember("The team uses GCP", value="GCP", policy="timestamp_wins", **claim)
+    assert gcp.supersedes == [aws.id]  # the clock stood still between the two
+    assert [m.value for m in ledger.facts("team", "database")] == ["GCP"]
+    assert ledger.proposals() == [] and ledger.conflicts("team") == []
 
 
 def test_timestamp_wins_leaves_memories_below_the_bar_alone(ledger: Ledger) -> None:
