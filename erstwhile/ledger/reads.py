@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from erstwhile.domain.errors import (
+    NotFound,
     ValidationError,
 )
 from erstwhile.domain.events import Asserted, LedgerEvent
@@ -95,7 +96,9 @@ class Queries(LedgerCore):
         actor: str | None = None,
     ) -> Iterator[LoggedEvent]:
         """Stream this namespace's stored events in log order: positions ``(after, until]``,
-        instants ``[since, before)``, optionally one memory's or one actor's."""
+        instants ``[since, before)``, optionally one memory's or one actor's. A memory
+        with no event in this namespace is ``NotFound`` (once the stream reaches its end
+        without one)."""
         for name, position in (("after", after), ("until", until)):
             if position is not None:
                 check_position(position, name)
@@ -109,7 +112,9 @@ class Queries(LedgerCore):
             actor=actor,
             namespace=self.namespace,
         )
+        found = False
         for record, event in self.log.events(selection):
+            found = True
             erased = isinstance(event, Asserted) and event.erased
             yield LoggedEvent(
                 position=record.position,
@@ -120,6 +125,15 @@ class Queries(LedgerCore):
                 namespace=record.namespace,
                 data=None if erased else event_data(event),
             )
+        if selection.memory_id is not None and not found and not self._stored(selection):
+            raise NotFound(f"no memory {selection.memory_id} in namespace {self.namespace!r}")
+
+    def _stored(self, selection: EventFilter) -> bool:
+        """Whether the selected memory has any event in this namespace (a selection
+        bounded by position, instant or actor may leave out all of them)."""
+        whole = EventFilter(memory_id=selection.memory_id, namespace=self.namespace)
+        with translated_errors(), self.log.backend.read() as sql:
+            return bool(self.log.read(sql, whole, limit=1))
 
     def search(
         self,

@@ -385,7 +385,7 @@ def test_events_stream_with_filters(open_ledger: OpenLedger, clock: ManualClock)
     b = executor.remember("b")
     clock.advance(hours=1)
     planner.archive(b.id)
-    open_ledger(namespace="elsewhere").remember("hidden")
+    hidden = open_ledger(namespace="elsewhere").remember("hidden")
     logged = list(planner.events())
     assert [(e.type, e.memory_id, e.actor) for e in logged] == [
         ("Asserted", a.id, "planner"), ("Asserted", b.id, "executor"), ("Archived", b.id, "planner"),
@@ -409,6 +409,12 @@ def test_events_stream_with_filters(open_ledger: OpenLedger, clock: ManualClock)
     assert [e.position for e in planner.events(since=between)] == [3]
     assert [e.position for e in planner.events(since=since, before=between)] == [2]
     assert [e.position for e in planner.events(before=between, after=1)] == [2]
+    # One memory's events: none past its last is an empty page; an id this namespace
+    # never saw is an error, as for get().
+    assert list(planner.events(memory_id=b.id, after=3)) == []
+    for unknown in (hidden.id, uuid4()):
+        with pytest.raises(NotFound, match="in namespace 'acme'"):
+            list(planner.events(memory_id=unknown))
 
 
 def test_rebuild_gives_identical_answers(ledger: Ledger, clock: ManualClock) -> None:
