@@ -125,11 +125,14 @@ EntityOpt = Annotated[
     typer.Option("--entity", metavar="NAME", help="An entity the claim names (repeatable)."),
 ]
 ValidFromOpt = Annotated[
-    datetime | None, time_option("When the claim starts to hold (default: when recorded)")
+    datetime | None,
+    time_option("When the claim starts to hold (default: --occurred-at, else when recorded)"),
 ]
 RevisedValidFromOpt = Annotated[
     datetime | None,
-    time_option("When the new claim starts to hold (default: --at, else when recorded)"),
+    time_option(
+        "When the new claim starts to hold (default: --at, else --occurred-at, else when recorded)"
+    ),
 ]
 ValidUntilOpt = Annotated[
     datetime | None, time_option("When the claim stops holding (default: open-ended)")

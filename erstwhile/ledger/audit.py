@@ -96,7 +96,8 @@ class Audit(LedgerCore):
         or when any line is not an exported event: the whole import is one transaction."""
         if self.head() != 0:
             raise ValidationError(
-                f"import needs an empty store; this one already holds {self.head()} events"
+                f"import needs an empty store; this one already holds events (its log "
+                f"reaches position {self.head()})"
             )
         restored = self.log.restore(_batches(_parse(lines), IMPORT_BATCH), progress)
         self.runner.catch_up()

@@ -498,8 +498,9 @@ def test_export_then_import_gives_the_same_answers(
             ]  # fmt: skip
             assert target.verify().ok
             before = event_count(target)
-            with pytest.raises(ValidationError, match="empty store"):
+            with pytest.raises(ValidationError, match="empty store") as refused:
                 target.import_events(buffer.getvalue().splitlines())
+            assert f"reaches position {target.head()}" in str(refused.value)
             assert event_count(target) == before
 
 
