@@ -137,11 +137,17 @@ def resolve(members: Sequence[ClaimView]) -> tuple[ClaimView, Resolution]:
 
     ``by_confidence`` when one member's confidence is the unique highest; else
     ``by_recency`` when one member's window opens uniquely last; else ``unresolved``.
+    Among members tied for the highest confidence, the one whose window opens last is
+    named (then the one recorded last), so that under ``by_recency`` it is the member
+    the recency points to whenever that one is among the highest, not whichever came
+    first.
     """
     top = max(c.confidence for c in members)
-    highest = [c for c in members if c.confidence == top]
-    if len(highest) == 1:
-        return highest[0], "by_confidence"
+    highest = max(
+        (c for c in members if c.confidence == top), key=lambda c: (c.window.start, c.position)
+    )
+    if sum(c.confidence == top for c in members) == 1:
+        return highest, "by_confidence"
     latest_start: datetime = max(c.window.start for c in members)
     latest = [c for c in members if c.window.start == latest_start]
-    return highest[0], ("by_recency" if len(latest) == 1 else "unresolved")
+    return highest, ("by_recency" if len(latest) == 1 else "unresolved")

@@ -824,9 +824,12 @@ def test_resolution_by_recency_then_unresolved(ledger: Ledger) -> None:
     (conflict,) = ledger.conflicts()
     assert conflict.resolution == "by_recency"
     assert monday.id in [m.id for m in conflict.members]
-    deadline(ledger, "Sunday", APR, 0.8)
+    # Tied for the highest confidence, the member recency picks is the one named.
+    assert conflict.highest_confidence.id == monday.id
+    sunday = deadline(ledger, "Sunday", APR, 0.8)
     (conflict,) = ledger.conflicts("LAUNCH")
     assert conflict.resolution == "unresolved" and len(conflict.members) == 3
+    assert conflict.highest_confidence.id == sunday.id  # opens last, recorded last
 
 
 def test_what_is_not_a_contradiction(ledger: Ledger) -> None:
