@@ -27,6 +27,9 @@ def test_the_cli_tutorial_runs(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
     out = result.stdout
-    for expected in ("AWS", "Supabase", "Berlin", "by confidence", "Planning meeting held"):
-        assert expected in out
+    for expected in ("AWS", "Supabase", "Berlin", "by confidence", "Planning meeting held",
+                     "Postgres", "historical", "refused: Supabase already has a successor",
+                     "refused: a superseded memory does not come back", "gone from every read",
+                     "Hash chain intact"):  # fmt: skip
+        assert expected in out, expected
     assert (tmp_path / "events.jsonl").stat().st_size > 0
