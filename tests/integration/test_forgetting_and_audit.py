@@ -575,7 +575,8 @@ def test_one_memorys_events_are_read_in_its_own_namespace_only(open_ledger: Open
     theirs = rival.remember("the rival roadmap", kind="note")
     rival.archive(theirs.id)
     ours = mine.remember("our roadmap", kind="note")
-    assert list(mine.events(memory_id=theirs.id)) == []
+    with pytest.raises(NotFound, match="in namespace 'acme'"):
+        list(mine.events(memory_id=theirs.id))
     assert [e.type for e in rival.events(memory_id=theirs.id)] == ["Asserted", "Archived"]
     assert [e.memory_id for e in mine.events(memory_id=ours.id)] == [ours.id]
     assert list(mine.events(memory_id=ours.id, after=10**9)) == []
