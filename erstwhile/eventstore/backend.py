@@ -8,6 +8,7 @@ Both yield an :class:`Sql` cursor that takes ``?`` placeholders on every backend
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -52,6 +53,11 @@ class Sql(Protocol):
 IN_LIST = 500
 """Values asked for in one ``IN (...)`` list at most: a list as long as the ids asked
 for could pass the backends' limits on parameters (65,535 on PostgreSQL)."""
+
+
+TAGGED = re.compile(r"(\w+)_[0-9a-f]{8}")
+"""An index name a rebuild's shadow build gave: the index's own name and the build's
+tag (index names belong to the schema, so the shadow's cannot be the live ones')."""
 
 
 def marks(values: Sequence[object]) -> str:
@@ -183,6 +189,13 @@ class Backend(ABC):
 
         SQLite renames: WAL readers keep their snapshot of the old table meanwhile.
         """
+        self.replace_table(sql, live, shadow)
+
+    def replace_table(self, sql: Sql, live: str, shadow: str) -> None:
+        """Replace ``live`` by ``shadow`` whole, whatever their columns (a projection
+        whose schema changed): drop it and rename the shadow over it. The shadow's
+        indexes keep their tagged names on SQLite, which cannot rename an index (see
+        ``ProjectionRunner._rebuilt_indexes``)."""
         sql.execute(f"DROP TABLE IF EXISTS {live}")
         sql.execute(f"ALTER TABLE {shadow} RENAME TO {live}")
 

@@ -29,7 +29,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.eventstore.backend import Backend, Sql
+from erstwhile.eventstore.backend import TAGGED, Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 NO_TRUNCATE = "erstwhile_events_no_truncate"
@@ -460,6 +460,18 @@ class PostgresBackend(Backend):
             "WHERE schemaname = current_schema()"
         )
         return [(row["name"], row["tbl"]) for row in sql.fetchall()]
+
+    def replace_table(self, sql: Sql, live: str, shadow: str) -> None:
+        """Drop ``live`` and rename ``shadow`` over it, its indexes back to their own
+        names (a projection whose columns changed: its rows cannot be copied over).
+        Readers of the old table wait for the swap's commit (DROP takes an exclusive
+        lock), then read the new one."""
+        sql.execute(f"DROP TABLE IF EXISTS {live}")
+        sql.execute(f"ALTER TABLE {shadow} RENAME TO {live}")
+        for index, table in self.indexes(sql):
+            tagged = TAGGED.fullmatch(index)
+            if table == live and tagged is not None:
+                sql.execute(f"ALTER INDEX {index} RENAME TO {tagged.group(1)}")
 
     def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Copy the shadow's rows over the live table's, then drop the shadow.

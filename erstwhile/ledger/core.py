@@ -189,7 +189,9 @@ class LedgerCore:
         return self.log.head()
 
     def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
-        """Rebuild projections (all, or the one named) from position 0 of the log."""
+        """Rebuild projections (all, or the one named) from position 0 of the log, beside
+        the live tables, which readers go on reading until the swap. One rebuild runs at
+        a time: while another process's runs, ``StoreUnavailable``."""
         self.runner.rebuild(name, progress)
 
     def get(self, memory_id: UUID | str, *, known_at: Instant | None = None) -> Memory:

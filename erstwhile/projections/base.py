@@ -10,16 +10,25 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.domain.events import LedgerEvent
 from erstwhile.eventstore import EventFilter, EventLog, RecordedEvent, Sql, translated_errors
-from erstwhile.eventstore.backend import Backend
+from erstwhile.eventstore.backend import TAGGED, Backend
 from erstwhile.projections.batch import BufferedSql
-from erstwhile.projections.shadow import SUFFIX, TAGGED, Shadow, WithoutIndexes
+from erstwhile.projections.shadow import SUFFIX, Shadow, WithoutIndexes
 
 SWAP_ATTEMPTS = 5
 """How often a rebuild tries to swap its tables in before giving up."""
+
+CLAIM = "#rebuild"
+"""The registry row of the rebuild running now, if any: its ``version`` is the instant
+(µs) its claim lapses unless renewed."""
+CLAIM_SECONDS = 120.0
+"""How long a rebuild's claim holds unrenewed (a build renews it every second)."""
+CLAIM_POLL_SECONDS = 0.2
+"""How often an opening that waits for another's rebuild looks again."""
 
 ANALYZE_FLOOR = 1_000
 """The log size from which the planner's statistics are refreshed as it doubles."""
@@ -114,11 +123,14 @@ class ProjectionRunner:
         """The log's head when this runner last refreshed the planner's statistics."""
 
     def setup(self) -> None:
-        """Create every projection's tables; start over any whose schema version changed.
+        """Create every projection's tables; rebuild any whose schema version changed.
 
-        The registry table records each projection's version; a projection whose declared
-        version differs is dropped, recreated and refolded from position 0 by the next
-        catch-up, so a schema change never needs a hand-run migration.
+        The registry table records each projection's version. A projection whose
+        declared version differs is rebuilt from position 0 as :meth:`rebuild` does:
+        beside its old tables, which other processes (still running the older code) go
+        on reading and folding meanwhile, swapped in at the end in one transaction. A
+        schema change needs no hand-run migration and never shows readers empty tables;
+        processes opening at once wait for the one that rebuilds (see :meth:`_claim`).
         """
         with translated_errors(), self.backend.write() as sql:
             sql.execute(
@@ -127,14 +139,17 @@ class ProjectionRunner:
             )
             recorded = self._recorded_versions(sql)
             built = self._rebuilt_indexes(sql)
+            changed = []
             for projection in self.projections:
                 known = recorded.get(projection.name)
                 if known is not None and known != projection.version:
-                    projection.drop(sql)
-                    self.backend.reset_tracking(sql, projection.name)
+                    changed.append(projection)
+                    continue
                 projection.create(WithoutIndexes(sql, built))
-                if known != projection.version:
+                if known is None:
                     self._record_version(sql, projection)
+        if changed:
+            self._rebuild(changed, None, schema_changed=True)
 
     def _rebuilt_indexes(self, sql: Sql) -> set[str]:
         """The indexes a rebuild swapped in, by their own names.
@@ -292,31 +307,99 @@ class ProjectionRunner:
         Fresh tables are folded beside the live ones, batch by batch, while writers go
         on appending and readers go on reading the live tables; then, holding the write
         lock, the last events are applied and the new tables swapped in, in one
-        transaction. A rebuild that dies half-way leaves the live tables untouched.
+        transaction. A rebuild that dies half-way leaves the live tables untouched. One
+        rebuild runs at a time: while another process's runs, this one is refused.
         """
-        chosen = self._chosen(name)
+        self._rebuild(self._chosen(name), progress)
+
+    def _rebuild(
+        self, chosen: list[Projection], progress: Progress | None, schema_changed: bool = False
+    ) -> None:
+        """Build ``chosen`` beside the live tables and swap them in (see :meth:`rebuild`).
+        After a schema change the new tables replace the old ones whole, whatever their
+        columns; otherwise their rows are swapped in (see :meth:`Backend.swap_table`)."""
+        if not self._claim(chosen if schema_changed else None):
+            return
         shadow = Shadow.of(chosen)
         builder = ProjectionRunner(self.log, chosen, self.batch, shadow)
+        try:
+            with translated_errors(), self.backend.write() as sql:
+                for projection in chosen:
+                    projection.drop(shadow.wrap(sql))
+                    projection.create(shadow.wrap(sql))
+                    self.backend.reset_tracking(sql, builder._tracking_name(projection))
+            builder.catch_up(progress=self._renewing(progress))
+            builder.finish_catching_up()
+            for attempt in range(SWAP_ATTEMPTS):
+                try:
+                    with translated_errors(), self.backend.write() as sql:
+                        builder.fold_to_tip(sql)
+                        self._swap(sql, builder, chosen, schema_changed)
+                        sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (CLAIM,))
+                    # The swapped-in rows are new to the planner's statistics.
+                    self.backend.analyze()
+                    return
+                except StoreUnavailable:
+                    if attempt == SWAP_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
+                    builder.catch_up()
+        except BaseException:
+            with suppress(StoreUnavailable):
+                self._release()
+            raise
+
+    def _claim(self, changed: list[Projection] | None) -> bool:
+        """Take the claim to rebuild, a row of the registry holding when it lapses.
+
+        Two builds in the shadow tables at once would undo each other's work (each
+        starts them afresh) and mix their deferred writes, so one build runs at a time:
+        a rebuild finding another's claim alive is refused; a schema change waits for
+        it, then finds its projections at their new versions if that build was its
+        own (returns False: nothing to do), or takes the claim once it is released or
+        lapsed (a build that died). The build renews it as it goes."""
+        while True:
+            with translated_errors(), self.backend.write() as sql:
+                recorded = self._recorded_versions(sql)
+                if changed is not None and all(recorded.get(p.name) == p.version for p in changed):
+                    return False
+                lapses = recorded.get(CLAIM)
+                if lapses is None or lapses <= _micros_now():
+                    self._hold_claim(sql)
+                    return True
+            if changed is None:
+                raise StoreUnavailable(
+                    "another process is rebuilding the projections; try again once it is done"
+                )
+            time.sleep(CLAIM_POLL_SECONDS)
+
+    def _hold_claim(self, sql: Sql) -> None:
+        """Take or renew the rebuild claim, for :data:`CLAIM_SECONDS` from now."""
+        sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (CLAIM,))
+        sql.execute(
+            "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
+            (CLAIM, _micros_now() + int(CLAIM_SECONDS * 1_000_000)),
+        )
+
+    def _release(self) -> None:
+        """Give the rebuild claim up (a build that failed)."""
         with translated_errors(), self.backend.write() as sql:
-            for projection in chosen:
-                projection.drop(shadow.wrap(sql))
-                projection.create(shadow.wrap(sql))
-                self.backend.reset_tracking(sql, builder._tracking_name(projection))
-        builder.catch_up(progress=progress)
-        builder.finish_catching_up()
-        for attempt in range(SWAP_ATTEMPTS):
-            try:
-                with translated_errors(), self.backend.write() as sql:
-                    builder.fold_to_tip(sql)
-                    self._swap(sql, builder, chosen)
-                # The swapped-in rows are new to the planner's statistics.
-                self.backend.analyze()
-                return
-            except StoreUnavailable:
-                if attempt == SWAP_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-                builder.catch_up()
+            sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (CLAIM,))
+
+    def _renewing(self, progress: Progress | None) -> Progress:
+        """``progress``, renewing the rebuild claim as the build goes (at most once a
+        second, in a transaction of its own)."""
+        renewed = [time.monotonic()]
+
+        def report(name: str, position: int, head: int) -> None:
+            if time.monotonic() - renewed[0] >= 1.0:
+                with translated_errors(), self.backend.write(durable=False) as sql:
+                    self._hold_claim(sql)
+                renewed[0] = time.monotonic()
+            if progress is not None:
+                progress(name, position, head)
+
+        return report
 
     def finish_catching_up(self) -> None:
         """In a shadow build that has caught up with the log: let each projection make
@@ -331,11 +414,14 @@ class ProjectionRunner:
                     projection.caught_up(self.shadow.wrap(sql))
         self.shadow.caught_up = True
 
-    def _swap(self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection]) -> None:
+    def _swap(
+        self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection], whole: bool
+    ) -> None:
+        swap = self.backend.replace_table if whole else self.backend.swap_table
         for projection in chosen:
             reached = builder._tracked(sql, projection)
             for table in projection.tables:
-                self.backend.swap_table(sql, table, builder.shadow_name(table))
+                swap(sql, table, builder.shadow_name(table))
             self.backend.reset_tracking(sql, builder._tracking_name(projection))
             self.backend.reset_tracking(sql, projection.name)
             if reached:
@@ -375,3 +461,8 @@ class ProjectionRunner:
             "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
             (projection.name, projection.version),
         )
+
+
+def _micros_now() -> int:
+    """The wall clock in µs, for the rebuild claim (shared by every process)."""
+    return time.time_ns() // 1_000

@@ -85,10 +85,6 @@ class ShadowSql:
         self._sql.prefetch(self._rewrite(statement), params)
 
 
-TAGGED = re.compile(r"(\w+)_[0-9a-f]{8}")
-"""An index name a shadow build gave (its own name and the build's tag)."""
-
-
 class WithoutIndexes:
     """:class:`Sql` for a projection's ``create`` that leaves out some indexes by name:
     those a rebuild swapped in under its tagged names (see

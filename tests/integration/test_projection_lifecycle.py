@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from erstwhile import Ledger, NotFound
+from erstwhile import Ledger, NotFound, StoreUnavailable
 from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
-from erstwhile.projections import MemoriesProjection
+from erstwhile.projections import MemoriesProjection, ProposalsProjection
 from tests.conftest import ManualClock, OpenLedger
 
 MAR = "2026-03-01T00:00:00Z"
@@ -189,6 +189,123 @@ def test_a_changed_schema_version_rebuilds_at_open(
     assert reopened.runner.versions()["memories"] == MemoriesProjection.version
     assert reopened.facts("widget 3", as_of="2026-08-15T00:00:00Z") == before
     assert dump(reopened) == rows
+
+
+def test_readers_keep_their_answers_while_a_schema_change_rebuilds_at_open(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The opening that meets a new schema version builds the new tables beside the
+    old ones, which a process still running the older code goes on reading."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 3_000)
+    old = ledger.remember("The team uses Supabase", subject="team", attribute="database",
+                          value="Supabase", valid_from=MAR)  # fmt: skip
+    new = ledger.revise(old.id, "The team moved to AWS", value="AWS", at=JUL)
+    rows = dump(ledger)
+    reader = open_ledger(namespace="acme")
+    stop, problems, reads = threading.Event(), [], [0]
+
+    def read() -> None:
+        while not stop.is_set():
+            if [m.id for m in reader.facts("team", "database")] != [new.id]:
+                problems.append("now")
+            if reader.get(old.id).superseded_by != new.id:
+                problems.append("get")
+            reads[0] += 1
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    try:
+        monkeypatch.setattr(MemoriesProjection, "version", MemoriesProjection.version + 1)
+        reopened = open_ledger(namespace="acme")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert problems == [] and reads[0] > 0
+    assert reopened.runner.versions()["memories"] == MemoriesProjection.version
+    assert dump(reopened) == rows
+
+
+def test_a_schema_change_that_adds_a_column_replaces_the_table_whole(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows cannot be copied from a shadow with other columns: the new table replaces
+    the old one, its indexes under their own names on PostgreSQL."""
+    ledger = open_ledger(namespace="acme")
+    lisbon = ledger.remember("I live in Lisbon", subject="me", attribute="city", value="Lisbon",
+                             valid_from=MAR)  # fmt: skip
+    ledger.remember("I live in Berlin", subject="me", attribute="city", value="Berlin",
+                    valid_from=JUL)  # fmt: skip
+    create = ProposalsProjection.create
+
+    def with_a_note(self: ProposalsProjection, sql: Any) -> None:
+        sql.execute(
+            "CREATE TABLE IF NOT EXISTS proposals (id TEXT PRIMARY KEY, namespace TEXT NOT NULL, "
+            "older_id TEXT NOT NULL, newer_id TEXT NOT NULL, confidence DOUBLE PRECISION NOT NULL, "
+            "status TEXT NOT NULL, position BIGINT NOT NULL, note TEXT)"
+        )
+        create(self, sql)  # the rest (the table exists by then)
+
+    monkeypatch.setattr(ProposalsProjection, "create", with_a_note)
+    monkeypatch.setattr(ProposalsProjection, "version", ProposalsProjection.version + 1)
+    reopened = open_ledger(namespace="acme")
+    with reopened.log.backend.read() as sql:
+        sql.execute("SELECT older_id, note FROM proposals")
+        assert [(row["older_id"], row["note"]) for row in sql.fetchall()] == [
+            (str(lisbon.id), None)
+        ]
+        indexes = [name for name, table in reopened.log.backend.indexes(sql)
+                   if table == "proposals" and name.startswith("proposals_open")]  # fmt: skip
+    assert [p.older_id for p in reopened.proposals()] == [lisbon.id]
+    # PostgreSQL renames the index back; SQLite keeps the tagged name, taken as its own.
+    assert len(indexes) == 1
+    if reopened.log.backend.dialect == "postgresql":
+        assert indexes == ["proposals_open"]
+    open_ledger(namespace="acme")  # and the next opening builds none a second time
+    counts = [n for (table, _), n in index_definitions(reopened).items() if table == "proposals"]
+    assert counts and set(counts) == {1}
+
+
+def test_openings_at_once_after_a_schema_change_all_open(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One of them rebuilds; the others wait for it, then find the new version."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 1_000)
+    rows = dump(ledger)
+    monkeypatch.setattr(MemoriesProjection, "version", MemoriesProjection.version + 1)
+    opened: list[Ledger] = []
+    threads = [threading.Thread(target=lambda: opened.append(open_ledger(namespace="acme")))
+               for _ in range(3)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(opened) == 3
+    assert all(dump(other) == rows for other in opened)
+    assert opened[0].runner.versions() == {p.name: p.version for p in opened[0].runner.projections}
+
+
+def test_one_rebuild_runs_at_a_time_and_a_dead_ones_claim_lapses(
+    open_ledger: OpenLedger,
+) -> None:
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 50)
+    rows = dump(ledger)
+
+    def claim(lapses_in_seconds: float) -> None:
+        with ledger.log.backend.write() as sql:
+            sql.execute("DELETE FROM erstwhile_projections WHERE name = '#rebuild'")
+            sql.execute("INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
+                        ("#rebuild", int((time.time() + lapses_in_seconds) * 1_000_000)))  # fmt: skip
+
+    claim(60)  # another process's build, alive
+    with pytest.raises(StoreUnavailable, match="another process is rebuilding"):
+        ledger.rebuild()
+    claim(-1)  # a build that died a while ago
+    ledger.rebuild()
+    assert dump(ledger) == rows
+    assert "#rebuild" not in ledger.runner.versions()
 
 
 def test_a_follower_keeps_projections_current(open_ledger: OpenLedger) -> None:
