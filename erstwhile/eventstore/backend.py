@@ -50,6 +50,31 @@ class Sql(Protocol):
         before that ``execute`` changes. Elsewhere it does nothing."""
 
 
+class PassingSql:
+    """:class:`Sql` that hands every call on to another: the base of the wrappers that
+    change some calls on the way (shadow tables' names, buffered writes, indexes left
+    out)."""
+
+    def __init__(self, sql: Sql) -> None:
+        self.raw = sql.raw
+        self._sql = sql
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self._sql.execute(statement, params)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._sql.executemany(statement, rows)
+
+    def fetchone(self) -> Any:
+        return self._sql.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._sql.fetchall()
+
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self._sql.prefetch(statement, params)
+
+
 IN_LIST = 500
 """Values asked for in one ``IN (...)`` list at most: a list as long as the ids asked
 for could pass the backends' limits on parameters (65,535 on PostgreSQL)."""

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from erstwhile.eventstore import Sql
+from erstwhile.eventstore.backend import PassingSql
 
 WRITE = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
 """A statement the buffer may defer, and the table it writes."""
@@ -25,12 +26,11 @@ WRITE = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNO
 Group = tuple[str, list[Sequence[Any]]]
 
 
-class BufferedSql:
+class BufferedSql(PassingSql):
     """:class:`Sql` that defers writes until a read or :meth:`flush`."""
 
     def __init__(self, sql: Sql) -> None:
-        self.raw = sql.raw
-        self._sql = sql
+        super().__init__(sql)
         self._tables: dict[str, list[Group]] = {}
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
@@ -56,15 +56,6 @@ class BufferedSql:
             self._sql.executemany(statement, rows)
             return
         self._add(table, statement, rows)
-
-    def fetchone(self) -> Any:
-        return self._sql.fetchone()
-
-    def fetchall(self) -> list[Any]:
-        return self._sql.fetchall()
-
-    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
-        self._sql.prefetch(statement, params)
 
     def flush(self) -> None:
         """Run every deferred write, table by table, each table's in the order made."""

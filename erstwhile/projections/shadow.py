@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from erstwhile.eventstore import Sql
+from erstwhile.eventstore.backend import PassingSql
 
 if TYPE_CHECKING:
     from erstwhile.projections.base import Projection
@@ -49,14 +50,13 @@ class Shadow:
         return ShadowSql(sql, self)
 
 
-class ShadowSql:
+class ShadowSql(PassingSql):
     """:class:`Sql` that rewrites table and index names on the way through."""
 
     def __init__(self, sql: Sql, shadow: Shadow) -> None:
-        self.raw = sql.raw
+        super().__init__(sql)
         self.shadow = shadow
         """The build these statements belong to."""
-        self._sql = sql
         names = "|".join(sorted(shadow.renames, key=len, reverse=True))
         self._tables = re.compile(rf"\b({names})\b")
         self._cache: dict[str, str] = {}
@@ -75,39 +75,20 @@ class ShadowSql:
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         self._sql.executemany(self._rewrite(statement), rows)
 
-    def fetchone(self) -> Any:
-        return self._sql.fetchone()
-
-    def fetchall(self) -> list[Any]:
-        return self._sql.fetchall()
-
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         self._sql.prefetch(self._rewrite(statement), params)
 
 
-class WithoutIndexes:
+class WithoutIndexes(PassingSql):
     """:class:`Sql` for a projection's ``create`` that leaves out some indexes by name:
     those a rebuild swapped in under its tagged names (see
     :meth:`~erstwhile.projections.base.ProjectionRunner.setup`)."""
 
     def __init__(self, sql: Sql, names: set[str]) -> None:
-        self.raw = sql.raw
-        self._sql = sql
+        super().__init__(sql)
         self._names = names
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
         created = INDEX.match(statement)
         if created is None or created.group(2) not in self._names:
             self._sql.execute(statement, params)
-
-    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._sql.executemany(statement, rows)
-
-    def fetchone(self) -> Any:
-        return self._sql.fetchone()
-
-    def fetchall(self) -> list[Any]:
-        return self._sql.fetchall()
-
-    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
-        self._sql.prefetch(statement, params)

@@ -144,29 +144,29 @@ HELD = ["memories", "memory_entities", "memory_search", "memory_search_live"]
 """PostgreSQL: the projections' tables that hold a memory's text."""
 
 
-def vacuumed(url: str, tables: list[str]) -> dict[str, bool]:
-    """PostgreSQL: whether each table was ever vacuumed by hand."""
+def server_rows(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    """PostgreSQL: run ``query`` on the store's server, with the ledger's schema as its
+    first parameter."""
     parts = urlsplit(url)
     schema = parse_qs(parts.query)["schema"][0]
     with psycopg.connect(parts._replace(query="").geturl(), autocommit=True) as db:
-        rows = db.execute(
-            "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables "
-            "WHERE schemaname = %s AND relname = ANY(%s)",
-            (schema, tables),
-        ).fetchall()
-    return dict(rows)
+        return db.execute(query, (schema, *params)).fetchall()
+
+
+def vacuumed(url: str, tables: list[str]) -> dict[str, bool]:
+    """PostgreSQL: whether each table was ever vacuumed by hand."""
+    return dict(server_rows(
+        url, "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables "
+             "WHERE schemaname = %s AND relname = ANY(%s)", tables,
+    ))  # fmt: skip
 
 
 def planner_samples(url: str) -> str:
     """PostgreSQL: every value the planner's statistics hold for the ledger's schema."""
-    parts = urlsplit(url)
-    schema = parse_qs(parts.query)["schema"][0]
-    with psycopg.connect(parts._replace(query="").geturl(), autocommit=True) as db:
-        rows = db.execute(
-            "SELECT concat_ws(' ', most_common_vals::text, histogram_bounds::text, "
-            "most_common_elems::text) FROM pg_stats WHERE schemaname = %s",
-            (schema,),
-        ).fetchall()
+    rows = server_rows(
+        url, "SELECT concat_ws(' ', most_common_vals::text, histogram_bounds::text, "
+             "most_common_elems::text) FROM pg_stats WHERE schemaname = %s",
+    )  # fmt: skip
     return " ".join(row[0] for row in rows)
 
 
