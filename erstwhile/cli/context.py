@@ -48,5 +48,9 @@ def refuse_store_files(ledger: Ledger, output: Path) -> None:
     """Refuse to write a command's output over one of the ledger's own files: opening
     it for writing would empty the store."""
     target = output.resolve()
-    if any(target == own.resolve() for own in ledger.log.backend.files()):
-        raise ValidationError(f"{output} is a file of this ledger's store; write to another file")
+    for own in ledger.log.backend.files():
+        # The same path, or another name of the same file (a link).
+        if target == own.resolve() or (own.exists() and output.exists() and output.samefile(own)):
+            raise ValidationError(
+                f"{output} is a file of this ledger's store; write to another file"
+            )

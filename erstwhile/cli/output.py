@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from pydantic import BaseModel
@@ -79,15 +78,6 @@ def show_instant(instant: datetime | None) -> str:
     if instant.time() == time(0):
         return instant.strftime("%Y-%m-%d")
     return instant.strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def show_url(url: str) -> str:
-    """Format a store URL for output, its password (if any) masked."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def show_value(value: Any) -> str:

@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from erstwhile.cli.context import open_ledger, settings
-from erstwhile.cli.output import console, dump, errors, print_json, show_url, status_table
+from erstwhile.cli.output import console, dump, errors, print_json, status_table
 from erstwhile.domain.views import ProjectionStatus
 from erstwhile.projections.base import Progress as ProgressCallback
 
@@ -106,7 +106,7 @@ def run(
         else:
             with stop_on_signals() as stop:
                 errors.print(
-                    f"Following {show_url(ledger.url)}; Ctrl-C stops.",
+                    f"Following {ledger.url}; Ctrl-C stops.",
                     highlight=False,
                     markup=False,
                     soft_wrap=True,

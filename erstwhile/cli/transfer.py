@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
 from erstwhile.cli.context import open_ledger, refuse_store_files, settings
-from erstwhile.cli.output import console, errors, print_json, show_url
+from erstwhile.cli.output import console, errors, print_json
 from erstwhile.ledger.audit import Counter
 
 
@@ -73,7 +73,7 @@ def import_(
         counter("Importing", total) as progress,
     ):
         imported = ledger.import_events(lines, progress=progress)
-        url = show_url(ledger.url)
+        url = ledger.url
     if settings(ctx).json:
         print_json({"imported": imported, "db": url})
     else:

@@ -40,10 +40,16 @@ def resolve_url(url: str | os.PathLike[str] | None = None) -> str:
 
     A bare path (no scheme) means a SQLite file.
     """
-    chosen = os.fspath(url) if url is not None else os.environ.get(URL_VARIABLE) or DEFAULT_PATH
+    chosen = _chosen(url)
     if "://" not in chosen:
         return f"sqlite:///{chosen}"
     return chosen
+
+
+def _chosen(url: str | os.PathLike[str] | None) -> str:
+    """The URL or bare path as given: the argument, else ``$ERSTWHILE_URL``, else the
+    default path."""
+    return os.fspath(url) if url is not None else os.environ.get(URL_VARIABLE) or DEFAULT_PATH
 
 
 def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
@@ -52,7 +58,7 @@ def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
     scheme, _, rest = resolved.partition("://")
     with translated_errors():
         if scheme == "sqlite":
-            if "://" in os.fspath(url or resolved) and "?" in rest:
+            if "://" in _chosen(url) and "?" in rest:
                 raise StoreUnavailable(
                     f"a SQLite URL takes no parameters: {resolved!r} (a file whose name has "
                     "a '?' is given as a bare path)"

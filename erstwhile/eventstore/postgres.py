@@ -291,11 +291,22 @@ def datastore_from_url(
         pool_open_timeout=None,
         lock_timeout=30,
     )
-    # Every other parameter is libpq's (sslmode, sslrootcert, application_name, ...): it
-    # goes to every connection, and libpq refuses one it does not know.
+    # Every other parameter must be libpq's (sslmode, sslrootcert, application_name,
+    # connect_timeout, ...): it goes to every connection.
     connection = {name: values[-1] for name, values in query.items() if name not in OURS}
+    unknown = sorted(set(connection) - libpq_parameters())
+    if unknown:
+        raise ValidationError(
+            f"unknown parameter {unknown[0]!r} in the PostgreSQL URL: use schema, scrub or "
+            "one of libpq's connection parameters (sslmode, application_name, ...)"
+        )
     cast(dict[str, Any], datastore.pool.kwargs).update(connection)
     return datastore
+
+
+def libpq_parameters() -> set[str]:
+    """The connection parameters the installed libpq knows."""
+    return {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
 
 
 class PostgresBackend(Backend):
@@ -329,7 +340,8 @@ class PostgresBackend(Backend):
         (through the pool it took the pool's whole 10 s timeout, then said only that)."""
         pool_arguments = cast(dict[str, Any], self.datastore.pool.kwargs)
         arguments = {k: v for k, v in pool_arguments.items() if k != "row_factory"}
-        psycopg.connect(**arguments, connect_timeout=CONNECT_TIMEOUT_SECONDS).close()
+        arguments.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
+        psycopg.connect(**arguments).close()
 
     def create_tables(self) -> None:
         """Create the schema and tables once, even when several processes open at once.

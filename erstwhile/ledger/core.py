@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -73,13 +74,22 @@ def as_id(value: UUID | str, what: str = "id") -> UUID:
         raise NotFound(f"{what} {value!r} is not a memory id") from None
 
 
+SECRET_PARAMETERS = ("password", "sslpassword", "oauth_client_secret")
+"""Parameters of a store URL that hold a secret (libpq's, passed on as they are)."""
+
+
 def mask_password(url: str) -> str:
-    """Return ``url`` with the password, if any, replaced by ``***``."""
+    """Return ``url`` with its password, and any secret among its parameters, replaced
+    by ``***``."""
     parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    masked = parts
+    if parts.password:
+        host = parts.netloc.rpartition("@")[2]
+        masked = masked._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if parts.query:
+        hidden = "|".join(SECRET_PARAMETERS)
+        masked = masked._replace(query=re.sub(rf"(^|&)({hidden})=[^&]*", r"\1\2=***", parts.query))
+    return url if masked == parts else urlunsplit(masked)
 
 
 def optional_text(value: str | None, what: str) -> str | None:

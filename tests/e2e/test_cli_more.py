@@ -158,13 +158,15 @@ def test_output_is_never_written_over_the_store_itself(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "own.db") as ledger:
         ledger.remember("The team uses Supabase", subject="team")
     db = ["--db", "own.db"]
-    exported, drawn, on_wal = run_all(
+    (tmp_path / "linked.db").hardlink_to(tmp_path / "own.db")
+    exported, drawn, on_wal, linked = run_all(
         tmp_path,
         [*db, "export", "--output", "own.db"],
         [*db, "timeline", "team", "--svg", "./own.db"],
         [*db, "export", "--output", "own.db-wal"],
+        [*db, "export", "--output", "linked.db"],
     )
-    for result in (exported, drawn, on_wal):
+    for result in (exported, drawn, on_wal, linked):
         assert failed_cleanly(result, 1) and "a file of this ledger's store" in result.stderr
     with Ledger.open(tmp_path / "own.db") as ledger:
         assert ledger.head() == 1 and ledger.verify().ok

@@ -166,20 +166,29 @@ def test_open_refuses_a_schema_name_postgresql_would_need_quoted(
 
 
 def test_a_postgresql_url_gives_libpq_its_own_parameters(postgres_url: str) -> None:
-    """``sslmode``, ``application_name`` and the like reach every connection; a name
-    libpq does not know (a misspelt ``schema``, say) is refused, not dropped."""
-    ledger = Ledger.open(f"{postgres_url}&application_name=erstwhile_probe")
+    """``sslmode``, ``application_name``, ``connect_timeout`` and the like reach every
+    connection; a name libpq does not know (a misspelt ``schema``, or one of psycopg's
+    own arguments) is refused before connecting, not dropped."""
+    probe = f"{postgres_url}&application_name=erstwhile_probe&connect_timeout=3"
+    ledger = Ledger.open(probe)
     with ledger, ledger.log.backend.read() as sql:
         sql.execute("SELECT current_setting('application_name') AS name")
         assert sql.fetchone()["name"] == "erstwhile_probe"
-    with pytest.raises(StoreUnavailable, match='invalid connection option "schem"'):
-        Ledger.open(postgres_url.replace("?schema=", "?schem="))
+    for wrong in ("schem", "prepare_threshold"):
+        with pytest.raises(ValidationError, match=f"unknown parameter '{wrong}'"):
+            Ledger.open(postgres_url.replace("?schema=", f"?{wrong}="))
 
 
-def test_a_sqlite_url_with_parameters_is_refused(tmp_path: Path) -> None:
+def test_a_sqlite_url_with_parameters_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(StoreUnavailable, match="takes no parameters"):
         Ledger.open(f"sqlite:///{tmp_path}/ledger.db?scrub=full")
     assert list(tmp_path.iterdir()) == []
+    # A bare path is a file's name, '?' and all, however it is given.
+    monkeypatch.setenv("ERSTWHILE_URL", f"{tmp_path}/what?.db")
+    with Ledger.open() as ledger:
+        assert ledger.url == f"sqlite:///{tmp_path}/what?.db"
 
 
 def test_a_closed_ledger_says_so(store_url: str) -> None:

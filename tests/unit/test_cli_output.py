@@ -9,8 +9,9 @@ from uuid import UUID
 import pytest
 from rich.console import Console
 
-from erstwhile.cli.output import event_table, proposal_table, show_url
+from erstwhile.cli.output import event_table, proposal_table
 from erstwhile.domain.views import LoggedEvent, Proposal
+from erstwhile.ledger.core import mask_password
 
 
 @pytest.mark.parametrize(
@@ -20,10 +21,14 @@ from erstwhile.domain.views import LoggedEvent, Proposal
         ("postgresql://postgres@db:5432/x?schema=a", "postgresql://postgres@db:5432/x?schema=a"),
         ("postgresql://app:s%40cret@db:5432/x?schema=a", "postgresql://app:***@db:5432/x?schema=a"),
         ("postgresql://:pw@db/x", "postgresql://:***@db/x"),
+        ("postgresql://app@db/x?schema=a&password=s3cret&sslmode=require",
+         "postgresql://app@db/x?schema=a&password=***&sslmode=require"),
+        ("postgresql://db/x?sslpassword=k&application_name=password",
+         "postgresql://db/x?sslpassword=***&application_name=password"),
     ],
-)
+)  # fmt: skip
 def test_a_store_url_is_shown_without_its_password(url: str, shown: str) -> None:
-    assert show_url(url) == shown
+    assert mask_password(url) == shown
 
 
 def rendered(table: object, width: int) -> str:
