@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -186,6 +187,10 @@ class Backend(ABC):
     @abstractmethod
     def scrub(self) -> None:
         """Make erased bytes unreadable in the database files (after a hard forget)."""
+
+    def clock_micros(self, sql: Sql) -> int:
+        """The database's clock in µs (SQLite's is this machine's: the file is local)."""
+        return time.time_ns() // 1_000
 
     def files(self) -> tuple[Path, ...]:
         """The files on this machine that hold the store (none for a server's)."""

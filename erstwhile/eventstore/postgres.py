@@ -456,6 +456,11 @@ class PostgresBackend(Backend):
             finally:
                 connection.execute("UNLISTEN *")
 
+    def clock_micros(self, sql: Sql) -> int:
+        """The server's clock, shared by every client whatever their own clocks say."""
+        sql.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now")
+        return int(sql.fetchone()["now"])
+
     def existing_tables(self, sql: Sql, names: Sequence[str]) -> set[str]:
         if not names:
             return set()
@@ -477,7 +482,9 @@ class PostgresBackend(Backend):
         """Drop ``live`` and rename ``shadow`` over it, its indexes back to their own
         names (a projection whose columns changed: its rows cannot be copied over).
         Readers of the old table wait for the swap's commit (DROP takes an exclusive
-        lock), then read the new one."""
+        lock), then read the new one; where the columns changed, a statement a reader
+        prepared on a pooled connection fails once ("cached plan must not change result
+        type") and is prepared anew on its next run."""
         sql.execute(f"DROP TABLE IF EXISTS {live}")
         sql.execute(f"ALTER TABLE {shadow} RENAME TO {live}")
         for index, table in self.indexes(sql):

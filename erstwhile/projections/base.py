@@ -7,6 +7,7 @@ each projection exactly at some position it fully applied: exactly-once.
 
 from __future__ import annotations
 
+import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -24,7 +25,9 @@ SWAP_ATTEMPTS = 5
 
 CLAIM = "#rebuild"
 """The registry row of the rebuild running now, if any: its ``version`` is the instant
-(µs) its claim lapses unless renewed."""
+(µs, by the database's clock) its claim lapses unless renewed."""
+CLAIM_OWNER = "#rebuild-owner"
+"""The registry row whose ``version`` is the running rebuild's token."""
 CLAIM_SECONDS = 120.0
 """How long a rebuild's claim holds unrenewed (a build renews it every second)."""
 CLAIM_POLL_SECONDS = 0.2
@@ -318,7 +321,8 @@ class ProjectionRunner:
         """Build ``chosen`` beside the live tables and swap them in (see :meth:`rebuild`).
         After a schema change the new tables replace the old ones whole, whatever their
         columns; otherwise their rows are swapped in (see :meth:`Backend.swap_table`)."""
-        if not self._claim(chosen if schema_changed else None):
+        claim = self._claim(chosen if schema_changed else None)
+        if claim is None:
             return
         shadow = Shadow.of(chosen)
         builder = ProjectionRunner(self.log, chosen, self.batch, shadow)
@@ -328,65 +332,86 @@ class ProjectionRunner:
                     projection.drop(shadow.wrap(sql))
                     projection.create(shadow.wrap(sql))
                     self.backend.reset_tracking(sql, builder._tracking_name(projection))
-            builder.catch_up(progress=self._renewing(progress))
+            builder.catch_up(progress=self._renewing(claim, progress))
             builder.finish_catching_up()
             for attempt in range(SWAP_ATTEMPTS):
                 try:
                     with translated_errors(), self.backend.write() as sql:
+                        self._hold_claim(sql, claim)
                         builder.fold_to_tip(sql)
                         self._swap(sql, builder, chosen, schema_changed)
-                        sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (CLAIM,))
+                        self._drop_claim(sql)
                     # The swapped-in rows are new to the planner's statistics.
                     self.backend.analyze()
                     return
+                except LostClaim:
+                    raise
                 except StoreUnavailable:
                     if attempt == SWAP_ATTEMPTS - 1:
                         raise
                     time.sleep(0.05 * (attempt + 1))
                     builder.catch_up()
+        except LostClaim:
+            raise
         except BaseException:
-            with suppress(StoreUnavailable):
-                self._release()
+            with suppress(StoreUnavailable), translated_errors(), self.backend.write() as sql:
+                if self._owner(sql) == claim:
+                    self._drop_claim(sql)
             raise
 
-    def _claim(self, changed: list[Projection] | None) -> bool:
-        """Take the claim to rebuild, a row of the registry holding when it lapses.
+    def _claim(self, changed: list[Projection] | None) -> int | None:
+        """Take the claim to rebuild; return its token (None: nothing left to do).
 
         Two builds in the shadow tables at once would undo each other's work (each
-        starts them afresh) and mix their deferred writes, so one build runs at a time:
-        a rebuild finding another's claim alive is refused; a schema change waits for
-        it, then finds its projections at their new versions if that build was its
-        own (returns False: nothing to do), or takes the claim once it is released or
-        lapsed (a build that died). The build renews it as it goes."""
+        starts them afresh) and mix their deferred writes, so one build runs at a time.
+        The claim is two rows of the registry: when it lapses (µs, by the database's
+        clock) and whose it is (a random token). A rebuild finding another's claim alive
+        is refused; a schema change waits for it, then finds its projections at their
+        new versions if that build was its own (None), or takes the claim once it is
+        released or has lapsed (a build that died). The build renews it as it goes and
+        checks it is still its own before every renewal and in its swap."""
         while True:
             with translated_errors(), self.backend.write() as sql:
                 recorded = self._recorded_versions(sql)
                 if changed is not None and all(recorded.get(p.name) == p.version for p in changed):
-                    return False
+                    return None
                 lapses = recorded.get(CLAIM)
-                if lapses is None or lapses <= _micros_now():
-                    self._hold_claim(sql)
-                    return True
+                if lapses is None or lapses <= self.backend.clock_micros(sql):
+                    token = secrets.randbits(62)
+                    self._write_claim(sql, token)
+                    return token
             if changed is None:
                 raise StoreUnavailable(
                     "another process is rebuilding the projections; try again once it is done"
                 )
             time.sleep(CLAIM_POLL_SECONDS)
 
-    def _hold_claim(self, sql: Sql) -> None:
-        """Take or renew the rebuild claim, for :data:`CLAIM_SECONDS` from now."""
-        sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (CLAIM,))
-        sql.execute(
+    def _hold_claim(self, sql: Sql, token: int) -> None:
+        """Renew this build's claim, or raise :class:`LostClaim` if it is not its own
+        any more (it lapsed while the build stalled, and another took over)."""
+        if self._owner(sql) != token:
+            raise LostClaim(
+                "this rebuild stalled past its claim and another process took the rebuild "
+                "over; nothing was swapped in"
+            )
+        self._write_claim(sql, token)
+
+    def _write_claim(self, sql: Sql, token: int) -> None:
+        self._drop_claim(sql)
+        lapses = self.backend.clock_micros(sql) + int(CLAIM_SECONDS * 1_000_000)
+        sql.executemany(
             "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
-            (CLAIM, _micros_now() + int(CLAIM_SECONDS * 1_000_000)),
+            [(CLAIM, lapses), (CLAIM_OWNER, token)],
         )
 
-    def _release(self) -> None:
-        """Give the rebuild claim up (a build that failed)."""
-        with translated_errors(), self.backend.write() as sql:
-            sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (CLAIM,))
+    def _owner(self, sql: Sql) -> int | None:
+        return self._recorded_versions(sql).get(CLAIM_OWNER)
 
-    def _renewing(self, progress: Progress | None) -> Progress:
+    @staticmethod
+    def _drop_claim(sql: Sql) -> None:
+        sql.execute("DELETE FROM erstwhile_projections WHERE name IN (?, ?)", (CLAIM, CLAIM_OWNER))
+
+    def _renewing(self, token: int, progress: Progress | None) -> Progress:
         """``progress``, renewing the rebuild claim as the build goes (at most once a
         second, in a transaction of its own)."""
         renewed = [time.monotonic()]
@@ -394,7 +419,7 @@ class ProjectionRunner:
         def report(name: str, position: int, head: int) -> None:
             if time.monotonic() - renewed[0] >= 1.0:
                 with translated_errors(), self.backend.write(durable=False) as sql:
-                    self._hold_claim(sql)
+                    self._hold_claim(sql, token)
                 renewed[0] = time.monotonic()
             if progress is not None:
                 progress(name, position, head)
@@ -463,6 +488,5 @@ class ProjectionRunner:
         )
 
 
-def _micros_now() -> int:
-    """The wall clock in µs, for the rebuild claim (shared by every process)."""
-    return time.time_ns() // 1_000
+class LostClaim(StoreUnavailable):
+    """A rebuild that stalled past its claim found another build had taken over."""

@@ -307,6 +307,17 @@ def test_one_rebuild_runs_at_a_time_and_a_dead_ones_claim_lapses(
     assert dump(ledger) == rows
     assert "#rebuild" not in ledger.runner.versions()
 
+    def taken_over(name: str, position: int, head: int) -> None:
+        """Another process takes the claim over while this build stalls."""
+        with ledger.log.backend.write() as sql:
+            sql.execute("UPDATE erstwhile_projections SET version = 7 "
+                        "WHERE name = '#rebuild-owner'")  # fmt: skip
+
+    with pytest.raises(StoreUnavailable, match="took the rebuild over"):
+        ledger.rebuild(progress=taken_over)
+    assert dump(ledger) == rows  # nothing swapped in
+    assert ledger.runner.versions()["#rebuild-owner"] == 7  # the other's claim stays
+
 
 def test_a_follower_keeps_projections_current(open_ledger: OpenLedger) -> None:
     writer = open_ledger(namespace="acme", sync_projections=False, clock=None)
