@@ -167,14 +167,15 @@ class EventLog:
         *,
         actor: str,
         namespace: str,
-        now: datetime,
+        clock: Callable[[], datetime],
         idempotency: Sequence[IdempotencyClaim] = (),
         erase: Sequence[UUID] = (),
         then: AfterInsert | None = None,
         ahead: Callable[[Sql], None] | None = None,
         expect: Mapping[UUID, int] | None = None,
     ) -> AppendResult:
-        """Append the events ``build`` returns, atomically, at the next instants of the log.
+        """Append the events ``build`` returns, atomically, at the next instants of the log:
+        from ``max(clock(), last + 2 µs)``, the clock read once the write lock is held.
 
         Each new memory gets a key of its own, stored in the same transaction; the keys
         of ``erase`` are destroyed in it. ``then`` (see :data:`AfterInsert`) runs last, in the
@@ -207,7 +208,10 @@ class EventLog:
                         f"another writer changed {stream} since this write read it; nothing "
                         "was stored (read again and retry)"
                     )
-            start = _start_after(tip, now)
+            # The clock is read here, holding the write lock: a write that waited for
+            # the lock is stamped when it got it, not when it asked (a reader between
+            # the two would otherwise see, later, a past it was never shown).
+            start = _start_after(tip, clock())
             keys: dict[UUID, bytes] = {}
             built = build(start)
             events = self._stamp(built, tip, start, actor, namespace, keys)

@@ -29,7 +29,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.eventstore.backend import TAGGED, Backend, Sql
+from erstwhile.eventstore.backend import DRIVER_ERRORS, TAGGED, Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 NO_TRUNCATE = "erstwhile_events_no_truncate"
@@ -37,12 +37,13 @@ NO_TRUNCATE = "erstwhile_events_no_truncate"
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
 HELD_CONTENT = ("memories", "memory_entities", "memory_search", "memory_search_live")
 SCRUBBED = (
-    *HELD_CONTENT, *(table + "__shadow" for table in HELD_CONTENT), "erstwhile_keys",
-    "erstwhile_idempotency",
+    *HELD_CONTENT, "erstwhile_keys", "erstwhile_idempotency",
+    *(table + "__shadow" for table in HELD_CONTENT),
 )  # fmt: skip
 """The tables that hold a memory's content, key or payload digest, which a hard forget
-scrubs: the projections' tables, their shadows (the tables a rebuild folds beside them,
-when one is running or was left half-done), the key ring and the idempotency claims."""
+scrubs: the projections' tables, the key ring, the idempotency claims, and last the
+projections' shadows (the tables a rebuild folds beside them, when one is running or
+was left half-done; a rebuild may drop them at any moment)."""
 SCRUB_MODES = ("vacuum", "full")
 OURS = ("schema", "scrub")
 """The URL's parameters erstwhile reads itself; the rest are libpq's."""
@@ -520,17 +521,25 @@ class PostgresBackend(Backend):
         """See :meth:`Backend.vacuum`; ``options`` go between VACUUM's parentheses
         (``ANALYZE``, ``FULL, ANALYZE``)."""
         statement = SQL("VACUUM ({0}) {1}.{2}" if options else "VACUUM {1}.{2}")
-        with self.datastore.get_connection() as connection:
-            if not _exists(connection, table):
-                return 0
-            connection.execute(
-                statement.format(SQL(options), Identifier(self.datastore.schema), Identifier(table))
-            )
-            row = connection.execute(
-                "SELECT greatest(reltuples, 0)::bigint AS size FROM pg_class "
-                "WHERE oid = to_regclass(%s)",
-                (table,),
-            ).fetchone()
+        try:
+            with self.datastore.get_connection() as connection:
+                if not _exists(connection, table):
+                    return 0
+                connection.execute(
+                    statement.format(
+                        SQL(options), Identifier(self.datastore.schema), Identifier(table)
+                    )
+                )
+                row = connection.execute(
+                    "SELECT greatest(reltuples, 0)::bigint AS size FROM pg_class "
+                    "WHERE oid = to_regclass(%s)",
+                    (table,),
+                ).fetchone()
+        except DRIVER_ERRORS:
+            with self.datastore.get_connection() as connection:
+                if not _exists(connection, table):  # dropped meanwhile: a rebuild's shadow
+                    return 0
+            raise
         return int(row["size"]) if row else 0
 
     def notify(self, sql: Sql) -> None:

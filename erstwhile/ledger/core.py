@@ -239,7 +239,7 @@ class LedgerCore:
             lambda _start: [event],
             actor=self.actor,
             namespace=self.namespace,
-            now=self.now(),
+            clock=self.now,
             erase=erase,
             expect=expect,
             then=self._fold_in_append,

@@ -160,10 +160,10 @@ class WriteCommands(LedgerCore):
             lambda start: plan_writes(plans, ids, olders, start),
             actor=self.actor,
             namespace=self.namespace,
-            now=now,
+            clock=self.now,
             idempotency=claims,
             then=fold,
-            ahead=lambda sql: self._ahead_of_write(sql, requested, plans, ids, now),
+            ahead=lambda sql: self._ahead_of_write(sql, requested, plans, ids),
         )
         if result.replayed:
             return self._replayed(plans, result.replayed)
@@ -231,6 +231,8 @@ class WriteCommands(LedgerCore):
         if target.erased or (target.state is State.FORGOTTEN and not hard):
             return
         if hard and not self._has_key(target.id):
+            if self._state(memory_id).erased:
+                return  # another process's hard forget came first: done
             raise ValidationError(
                 f"memory {target.id} was written before content encryption (event schema 1): "
                 "its content sits in the log in plain text and cannot be erased; forget it softly"
@@ -273,7 +275,6 @@ class WriteCommands(LedgerCore):
         requested: Sequence[WritePlan],
         planned: Sequence[WritePlan],
         ids: Sequence[UUID],
-        now: datetime,
     ) -> None:
         """At the start of the append's transaction (the write lock held): under
         ``timestamp_wins``, find the winners again; a memory that became one, or stopped
@@ -285,7 +286,7 @@ class WriteCommands(LedgerCore):
             # What writers that leave folding to a follower appended meanwhile is in
             # the log only: fold it first, in this transaction.
             self.runner.fold_to_tip(sql)
-            again = self._apply_policies(sql, requested, ids, self.log.next_start(sql, now))
+            again = self._apply_policies(sql, requested, ids, self.log.next_start(sql, self.now()))
             if [p.supersedes for p in again] != [p.supersedes for p in planned]:
                 raise ConcurrencyConflict(
                     "another writer changed what this write would supersede; nothing was "

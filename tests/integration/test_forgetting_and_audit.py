@@ -123,6 +123,39 @@ def test_a_hard_forget_wipes_the_tables_of_a_rebuild_left_half_done(
         ledger.get(secret.id)
 
 
+def test_a_hard_forget_that_another_process_made_first_is_a_no_op(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between reading the memory and looking for its key, another process erased it:
+    the key is gone because of that forget, not because the memory predates keys."""
+    mine, theirs = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    secret = remember_secret(mine)
+    has_key = type(mine)._has_key
+
+    def forgotten_meanwhile(ledger: Ledger, memory_id: Any) -> bool:
+        if ledger is mine:  # (both ledgers share the patched class)
+            theirs.forget(secret.id, hard=True)
+        return has_key(ledger, memory_id)
+
+    monkeypatch.setattr(type(mine), "_has_key", forgotten_meanwhile)
+    mine.forget(secret.id, hard=True)
+    assert [e.type for e in mine.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
+
+
+@pytest.mark.postgres
+def test_a_scrub_skips_a_shadow_table_a_rebuild_drops_meanwhile(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scrub looks for each table, then vacuums it; a rebuild in another process
+    may drop its shadow tables between the two."""
+    from erstwhile.eventstore import postgres
+
+    with Ledger.open(postgres_url) as ledger:
+        seen = iter([True, False])  # there when looked for, gone when vacuumed
+        monkeypatch.setattr(postgres, "_exists", lambda connection, table: next(seen))
+        assert ledger.log.backend.vacuum("memories__shadow") == 0
+
+
 @pytest.mark.postgres
 def test_a_hard_forget_vacuums_every_table_that_held_the_text(
     postgres_url: str, clock: ManualClock

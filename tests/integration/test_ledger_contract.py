@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 from uuid import UUID, uuid4
 
+import psycopg
 import pytest
 
 from erstwhile import (
@@ -346,6 +354,44 @@ def test_a_future_supersession_leaves_the_older_true_until_then(
     assert [m.id for m in ledger.facts("team")] == [old.id]  # type: ignore[attr-defined]
     clock.set(datetime(2026, 12, 1, tzinfo=UTC))
     assert [m.id for m in ledger.facts("team")] == [new.id]
+
+
+@contextmanager
+def write_lock_held(store_url: str) -> Iterator[None]:
+    """Hold the store's write lock from another connection, as another writer would."""
+    if store_url.startswith("sqlite:///"):
+        other = sqlite3.connect(store_url.removeprefix("sqlite:///"), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        return
+    parts = urlsplit(store_url)
+    schema = parse_qs(parts.query)["schema"][0]
+    with psycopg.connect(parts._replace(query="").geturl()) as other:
+        other.execute(f'LOCK TABLE "{schema}".erstwhile_events IN EXCLUSIVE MODE')
+        yield
+
+
+def test_a_write_that_waits_for_the_lock_is_stamped_when_it_gets_it(
+    store_url: str, ledger: Ledger, clock: ManualClock
+) -> None:
+    """Stamped when it asked, it would enter the past of a reader who, meanwhile, was
+    told nothing had been written by then."""
+    ledger.remember("first")
+    written: list[Any] = []
+    with write_lock_held(store_url):
+        waiting = threading.Thread(target=lambda: written.append(ledger.remember("waited")))
+        waiting.start()
+        time.sleep(0.3)  # the write now waits for the lock
+        asked = clock()
+        clock.advance(hours=1)
+    waiting.join(timeout=30)
+    assert written[0].recorded_at == asked + timedelta(hours=1)
+    with pytest.raises(NotFound):  # not in the past of a reader a minute after it asked
+        ledger.get(written[0].id, known_at=asked + timedelta(minutes=1))
 
 
 def test_recorded_at_strictly_increases_even_when_the_clock_steps_back(
