@@ -102,8 +102,17 @@ def check_position(value: Any, field: str) -> int:
     return value
 
 
-def check_json(value: Any, field: str) -> None:
-    """Refuse anything that is not plain JSON (dicts with text keys, lists, scalars)."""
+JSON_DEPTH = 200
+"""How deep a value or metadata may nest lists and objects: an export line wraps the
+value in two more levels, and orjson (which writes the log and the exports) refuses
+JSON nested deeper than 255."""
+
+
+def check_json(value: Any, field: str, depth: int = 1) -> None:
+    """Refuse anything that is not plain JSON (dicts with text keys, lists, scalars),
+    or that nests deeper than :data:`JSON_DEPTH` (``value`` being at ``depth``)."""
+    if depth > JSON_DEPTH:
+        raise ValueError(f"{field} must be JSON nested at most {JSON_DEPTH} levels deep")
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, str):
@@ -119,14 +128,14 @@ def check_json(value: Any, field: str) -> None:
         return
     if isinstance(value, list | tuple):
         for item in value:
-            check_json(item, field)
+            check_json(item, field, depth + 1)
         return
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValueError(f"{field} must be JSON: object keys must be text, got {key!r}")
             check_json(key, field)
-            check_json(item, field)
+            check_json(item, field, depth + 1)
         return
     raise ValueError(f"{field} must be JSON: {type(value).__name__} is not a JSON value")
 

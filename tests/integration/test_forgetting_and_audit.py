@@ -545,6 +545,19 @@ def _other_backend(source: Ledger) -> list[str]:
     return [f"{base}?schema=import_{os.urandom(4).hex()}"]
 
 
+def test_the_deepest_value_the_ledger_takes_exports_and_imports(tmp_path: Path) -> None:
+    from tests.unit.test_memory_input import nested
+
+    source = Ledger.open(f"sqlite:///{tmp_path}/deep.db")
+    with source:
+        deep = source.remember("deep", value=nested(200), metadata={"n": nested(199)})
+        buffer = io.BytesIO()
+        assert source.export(buffer) == 1
+    with Ledger.open(f"sqlite:///{tmp_path}/copy.db") as target:
+        target.import_events(buffer.getvalue().splitlines())
+        assert target.get(deep.id).value == nested(200)
+
+
 def test_import_refuses_garbage_and_writes_nothing(tmp_path: Path, clock: ManualClock) -> None:
     with Ledger.open(f"sqlite:///{tmp_path}/x.db", actor="i", clock=clock) as target:
         for lines in ([b"not json"], [b'{"type": "Exploded"}'], [b'{"position": 1}']):

@@ -16,6 +16,15 @@ from erstwhile.domain.memory import (
     parse_draft,
 )
 
+
+def nested(depth: int) -> Any:
+    """A list nested ``depth`` levels deep."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": ""}, "content must not be empty"),
     ({"content": "   \n"}, "content must not be empty"),
@@ -76,6 +85,8 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "value": 2**64}, "64 bits"),
     ({"content": "x", "value": [-(2**63) - 1]}, "64 bits"),
     ({"content": "x", "metadata": {"n": 2**64}}, "64 bits"),
+    ({"content": "x", "value": nested(201)}, "at most 200 levels"),
+    ({"content": "x", "metadata": {"deep": nested(200)}}, "at most 200 levels"),
     ({"content": "x", "value": "\ud800"}, "surrogate"),
     ({"content": "x", "metadata": {"\udfff": 1}}, "surrogate"),
     ({"content": "x\ud800"}, "surrogate"),
