@@ -19,7 +19,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 
 from erstwhile.domain.errors import ConcurrencyConflict, ValidationError
-from erstwhile.domain.events import Asserted, LedgerEvent
+from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
 from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
 from erstwhile.eventstore.keys import KeyRing, new_key
@@ -147,6 +147,9 @@ def _start_after(tip: LogTip, now: datetime) -> datetime:
 
 ERASED_FINGERPRINT = "erased"
 """The fingerprint of an idempotency claim whose memory was hard-forgotten."""
+UNKNOWN_FINGERPRINT = "unknown"
+"""The fingerprint of a claim imported from an export that did not carry it (written
+before exports did): no request matches it, so a retry is refused, never written twice."""
 
 
 class EventLog:
@@ -318,6 +321,15 @@ class EventLog:
             (claim.namespace, claim.key, claim.fingerprint, str(claim.memory_id)),
         )
 
+    def fingerprints(self, namespace: str | None) -> dict[str, str]:
+        """The payload digests of the idempotency claims (of one namespace, or all), by
+        the id of the memory each made."""
+        condition, params = ("WHERE namespace = ?", [namespace]) if namespace else ("", [])
+        with translated_errors(), self.backend.read() as sql:
+            sql.execute(f"SELECT memory_id, fingerprint FROM erstwhile_idempotency {condition}",
+                        params)  # fmt: skip
+            return {str(row["memory_id"]): row["fingerprint"] for row in sql.fetchall()}
+
     def claimed(self, namespace: str, keys: Sequence[str]) -> list[IdempotencyClaim]:
         """Return the earlier writes made under these idempotency keys, read from one
         snapshot: a batch's claims commit together, so a batch is seen claimed whole or
@@ -437,7 +449,12 @@ class EventLog:
 
         Every batch goes into one transaction: an entry that fails (a malformed line
         late in a file, an event out of order) leaves the log as it was. ``progress`` is
-        called with the number of events written so far after each batch; return it."""
+        called with the number of events written so far after each batch; return it.
+
+        The idempotency claims come back with their memories (a retry after an import
+        answers as it did before it), and a hard ``Forgotten`` destroys its memory's new
+        key and erases its claim, as the forget did at the source: an export that ran
+        while the forget committed may still carry the content it erased."""
         restored = 0
         with translated_errors(conflicts=True), self.backend.write() as sql:
             tip = self.tip(sql)
@@ -453,6 +470,8 @@ class EventLog:
         """Stamp and insert one batch after ``tip``; return the new tip."""
         previous, stamped = tip.hash, []
         keys: list[tuple[UUID, str, bytes]] = []
+        claims: list[IdempotencyClaim] = []
+        erased: list[UUID] = []
         for entry in entries:
             last = tip.recorded_at
             if entry.position <= tip.position or (
@@ -462,6 +481,15 @@ class EventLog:
                     f"event at position {entry.position} does not come after the log's end"
                 )
             stored = self._encode_restored(entry, keys)
+            event = entry.event
+            if isinstance(event, Asserted) and event.idempotency_key is not None:
+                fingerprint = ERASED_FINGERPRINT if event.erased else entry.fingerprint
+                claims.append(IdempotencyClaim(
+                    entry.namespace, event.idempotency_key, fingerprint or UNKNOWN_FINGERPRINT,
+                    event.originator_id,
+                ))  # fmt: skip
+            if isinstance(event, Forgotten) and event.hard:
+                erased.append(event.originator_id)
             unhashed = RecordedEvent(
                 position=entry.position, recorded_at=entry.recorded_at,
                 memory_id=entry.event.originator_id, version=entry.event.originator_version,
@@ -473,6 +501,10 @@ class EventLog:
             tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
         self.backend.insert_events(sql, stamped)
         self.keyring.store(sql, keys)
+        for claim in claims:
+            self._claim(sql, claim)
+        self.keyring.destroy(sql, erased)
+        self._erase_claims(sql, erased)
         return tip
 
     def _encode_restored(self, entry: Restored, keys: list[tuple[UUID, str, bytes]]) -> StoredEvent:
@@ -495,3 +527,5 @@ class Restored:
     actor: str
     namespace: str
     event: LedgerEvent
+    fingerprint: str | None = None
+    """An ``Asserted``'s idempotency claim's payload digest, as exported."""

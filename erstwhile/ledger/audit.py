@@ -73,6 +73,7 @@ class Audit(LedgerCore):
         """Write this namespace's events (or every namespace's) as JSON Lines, content in
         plain text except where it was erased; return how many were written."""
         selection = EventFilter(namespace=None if all_namespaces else self.namespace)
+        fingerprints = self.log.fingerprints(selection.namespace)
         written = 0
         for record, event in self.log.events(selection):
             data = event_data(event)
@@ -84,6 +85,8 @@ class Audit(LedgerCore):
                 "memory_id": record.memory_id, "version": record.version,
                 "actor": record.actor, "namespace": record.namespace, "data": data,
             }  # fmt: skip
+            if isinstance(event, Asserted) and event.idempotency_key is not None:
+                line["fingerprint"] = fingerprints.get(record.memory_key)
             out.write(orjson.dumps(line) + b"\n")
             written += 1
             if progress is not None:
@@ -99,8 +102,19 @@ class Audit(LedgerCore):
                 f"import needs an empty store; this one already holds events (its log "
                 f"reaches position {self.head()})"
             )
-        restored = self.log.restore(_batches(_parse(lines), IMPORT_BATCH), progress)
+        hard_forgets: list[Restored] = []
+
+        def noting(entries: Iterable[Restored]) -> Iterator[Restored]:
+            for entry in entries:
+                if isinstance(entry.event, Forgotten) and entry.event.hard:
+                    hard_forgets.append(entry)
+                yield entry
+
+        restored = self.log.restore(_batches(noting(_parse(lines)), IMPORT_BATCH), progress)
         self.runner.catch_up()
+        if hard_forgets:  # the keys the import made, then destroyed
+            with translated_errors():
+                self.log.backend.scrub()
         return restored
 
 
@@ -187,9 +201,11 @@ def _restored(line: dict[str, Any]) -> Restored:
     event = cls.model_validate(
         data | {"originator_id": line["memory_id"], "originator_version": line["version"]}
     )
+    fingerprint = line.get("fingerprint")
     return Restored(
         position=int(line["position"]), recorded_at=to_utc(line["recorded_at"]),
         actor=str(line["actor"]), namespace=str(line["namespace"]), event=event,
+        fingerprint=None if fingerprint is None else str(fingerprint),
     )  # fmt: skip
 
 

@@ -15,7 +15,14 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 
-from erstwhile import Ledger, NotFound, State, StoreUnavailable, ValidationError
+from erstwhile import (
+    IdempotencyMismatch,
+    Ledger,
+    NotFound,
+    State,
+    StoreUnavailable,
+    ValidationError,
+)
 from erstwhile.domain.views import VerifyReport
 from erstwhile.domain.writes import WritePlan
 from erstwhile.ledger.audit import IMPORT_BATCH
@@ -543,6 +550,55 @@ def _other_backend(source: Ledger) -> list[str]:
         return []
     base = source.url.split("?")[0]
     return [f"{base}?schema=import_{os.urandom(4).hex()}"]
+
+
+def test_an_import_keeps_the_idempotency_claims(
+    store_url: str, open_ledger: OpenLedger, tmp_path: Path
+) -> None:
+    """A retry after an import answers as before it: the first memory, a mismatch, or
+    NotFound for one forgotten for good; never a second write."""
+    source = open_ledger(namespace="acme")
+    first = source.remember("The team uses Supabase", subject="team", idempotency_key="k1")
+    secret = remember_secret(source)
+    gone = source.remember("Ada's address is 1 Elm St", idempotency_key="k2")
+    source.forget(gone.id, hard=True)
+    buffer = io.BytesIO()
+    source.export(buffer)
+    target = Ledger.open(f"sqlite:///{tmp_path}/copy.db", namespace="acme", actor="importer")
+    with target:
+        target.import_events(buffer.getvalue().splitlines())
+        head = target.head()
+        retried = target.remember("The team uses Supabase", subject="team", idempotency_key="k1")
+        assert retried.id == first.id and target.head() == head
+        with pytest.raises(IdempotencyMismatch):
+            target.remember("The team uses AWS", subject="team", idempotency_key="k1")
+        with pytest.raises(NotFound):
+            target.remember("Ada's address is 1 Elm St", idempotency_key="k2")
+        assert target.head() == head and target.get(secret.id).content == SECRETS["content"]
+
+
+def test_an_export_that_met_a_hard_forget_imports_the_content_erased(
+    store_url: str, open_ledger: OpenLedger, tmp_path: Path
+) -> None:
+    """An export reads the log page by page: a hard forget committing meanwhile leaves
+    the memory's content in the file before its Forgotten event. The import erases it
+    as the forget did: its new key destroyed, no byte of it left in the store."""
+    source = open_ledger(namespace="acme")
+    secret = remember_secret(source)
+    before, after = io.BytesIO(), io.BytesIO()
+    source.export(before)  # the page with the content, read before the forget
+    source.forget(secret.id, hard=True)
+    source.export(after)
+    lines = before.getvalue().splitlines() + after.getvalue().splitlines()[1:]
+    url = f"sqlite:///{tmp_path}/copy.db"
+    with Ledger.open(url, namespace="acme", actor="importer") as target:
+        target.import_events(lines)
+        with pytest.raises(NotFound):
+            target.get(secret.id)
+        assert [e.data for e in target.events(memory_id=secret.id)] == [
+            None, {"hard": True, "reason": None}]  # fmt: skip
+        assert target.verify().ok
+    assert leaked(url) == []
 
 
 def test_the_deepest_value_the_ledger_takes_exports_and_imports(tmp_path: Path) -> None:
