@@ -50,7 +50,6 @@ queries and documents alike, plus "could" and "would". SQLite's tokenizer keeps 
 word, so the same list is dropped from queries on both backends: without ``s``, ``t``
 and ``don``, a question with a contraction ("what's", "don't") matched every memory
 with a possessive on SQLite and none on PostgreSQL."""
-WORD = re.compile(r"\w+", re.UNICODE)
 LETTERS_AND_DIGITS = re.compile(r"[^\W_]+", re.UNICODE)
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 UPKEEP = "memory_search_upkeep"
@@ -119,14 +118,17 @@ def query_terms(query: str, fold: bool) -> list[str]:
     its tokenizer folds a term as it folded the documents, and folding it here as well
     would change words it keeps (``йогурт``, ``m²``) or split one (``İstanbul``)."""
     terms: dict[str, str] = {}
-    for word in WORD.findall(query):
+    # Composed first, so an accent typed as a combining mark stays inside its word
+    # (``nai\u0308ve`` is ``naïve``, not ``nai`` and ``ve``); then split as the documents
+    # are, on anything but letters and digits (``to_do`` is two words, both stop words).
+    for word in LETTERS_AND_DIGITS.findall(unicodedata.normalize("NFC", query)):
         folded = without_accents(word.casefold())
         if fold:
             # Folding may turn one character into words (U+FDFA is a phrase of four).
-            for piece in WORD.findall(folded):
-                if piece not in STOP_WORDS and piece != "_":
+            for piece in LETTERS_AND_DIGITS.findall(folded):
+                if piece not in STOP_WORDS:
                     terms.setdefault(piece, piece)
-        elif folded not in STOP_WORDS and folded != "_":
+        elif folded not in STOP_WORDS:
             # Repeats as SQLite's tokenizer tells words apart (Straße is not strasse).
             terms.setdefault(word.lower(), word)
     return list(terms.values())

@@ -21,6 +21,11 @@ from erstwhile.projections.search import query_terms
         # One character that folds into four words (U+FDFA): four terms, none with a space.
         ("\ufdfa", ["\ufdfa"], ["صلى", "الله", "عليه", "وسلم"]),
         ("the of and", [], []),
+        # An underscore separates words, as in the documents: stop words stay out.
+        ("to_do the_", [], []),
+        ("cat_mat x_cat", ["cat", "mat", "x"], ["cat", "mat", "x"]),
+        # An accent typed as a combining mark stays in its word.
+        ("nai\u0308ve", ["naïve"], ["naive"]),
     ],
 )
 def test_each_backend_is_asked_for_the_words_its_index_holds(
