@@ -454,20 +454,27 @@ class EventLog:
         The idempotency claims come back with their memories (a retry after an import
         answers as it did before it), and a hard ``Forgotten`` destroys its memory's new
         key and erases its claim, as the forget did at the source: an export that ran
-        while the forget committed may still carry the content it erased."""
-        restored = 0
+        while the forget committed may still carry the content it erased; the store is
+        then scrubbed, as after a hard forget."""
+        restored = erased = 0
         with translated_errors(conflicts=True), self.backend.write() as sql:
             tip = self.tip(sql)
             for entries in batches:
-                tip = self._restore_batch(sql, tip, entries)
-                restored += len(entries)
+                tip, destroyed = self._restore_batch(sql, tip, entries)
+                restored, erased = restored + len(entries), erased + destroyed
                 if progress is not None:
                     progress(restored)
             self.backend.notify(sql)
+        if erased:
+            with translated_errors():
+                self.backend.scrub()
         return restored
 
-    def _restore_batch(self, sql: Sql, tip: LogTip, entries: Sequence[Restored]) -> LogTip:
-        """Stamp and insert one batch after ``tip``; return the new tip."""
+    def _restore_batch(
+        self, sql: Sql, tip: LogTip, entries: Sequence[Restored]
+    ) -> tuple[LogTip, int]:
+        """Stamp and insert one batch after ``tip``; return the new tip and how many keys
+        its hard forgets destroyed."""
         previous, stamped = tip.hash, []
         keys: list[tuple[UUID, str, bytes]] = []
         claims: list[IdempotencyClaim] = []
@@ -505,7 +512,7 @@ class EventLog:
             self._claim(sql, claim)
         self.keyring.destroy(sql, erased)
         self._erase_claims(sql, erased)
-        return tip
+        return tip, len(erased)
 
     def _encode_restored(self, entry: Restored, keys: list[tuple[UUID, str, bytes]]) -> StoredEvent:
         event = entry.event

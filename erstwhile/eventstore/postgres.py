@@ -279,6 +279,15 @@ def datastore_from_url(
             f"schema {schema!r}: use a plain name (lower-case letters, digits and _, "
             "at most 63, not starting with a digit)"
         )
+    # Every other parameter must be libpq's (sslmode, sslrootcert, application_name,
+    # connect_timeout, ...): it goes to every connection.
+    connection = {name: values[-1] for name, values in query.items() if name not in OURS}
+    unknown = sorted(set(connection) - libpq_parameters())
+    if unknown:
+        raise ValidationError(
+            f"unknown parameter {unknown[0]!r} in the PostgreSQL URL: use schema, scrub or "
+            "one of libpq's connection parameters (sslmode, application_name, ...)"
+        )
     datastore = LedgerPostgresDatastore(
         dbname=unquote(parts.path.lstrip("/")),
         host=parts.hostname or "localhost",
@@ -292,15 +301,6 @@ def datastore_from_url(
         pool_open_timeout=None,
         lock_timeout=30,
     )
-    # Every other parameter must be libpq's (sslmode, sslrootcert, application_name,
-    # connect_timeout, ...): it goes to every connection.
-    connection = {name: values[-1] for name, values in query.items() if name not in OURS}
-    unknown = sorted(set(connection) - libpq_parameters())
-    if unknown:
-        raise ValidationError(
-            f"unknown parameter {unknown[0]!r} in the PostgreSQL URL: use schema, scrub or "
-            "one of libpq's connection parameters (sslmode, application_name, ...)"
-        )
     cast(dict[str, Any], datastore.pool.kwargs).update(connection)
     return datastore
 

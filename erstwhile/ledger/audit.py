@@ -102,19 +102,8 @@ class Audit(LedgerCore):
                 f"import needs an empty store; this one already holds events (its log "
                 f"reaches position {self.head()})"
             )
-        hard_forgets: list[Restored] = []
-
-        def noting(entries: Iterable[Restored]) -> Iterator[Restored]:
-            for entry in entries:
-                if isinstance(entry.event, Forgotten) and entry.event.hard:
-                    hard_forgets.append(entry)
-                yield entry
-
-        restored = self.log.restore(_batches(noting(_parse(lines)), IMPORT_BATCH), progress)
+        restored = self.log.restore(_batches(_parse(lines), IMPORT_BATCH), progress)
         self.runner.catch_up()
-        if hard_forgets:  # the keys the import made, then destroyed
-            with translated_errors():
-                self.log.backend.scrub()
         return restored
 
 

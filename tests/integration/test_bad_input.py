@@ -175,8 +175,16 @@ def test_a_postgresql_url_gives_libpq_its_own_parameters(postgres_url: str) -> N
         sql.execute("SELECT current_setting('application_name') AS name")
         assert sql.fetchone()["name"] == "erstwhile_probe"
     for wrong in ("schem", "prepare_threshold"):
+        refused = postgres_url.replace("?schema=", f"?{wrong}=") + "_refused"
         with pytest.raises(ValidationError, match=f"unknown parameter '{wrong}'"):
-            Ledger.open(postgres_url.replace("?schema=", f"?{wrong}="))
+            Ledger.open(refused)
+    server = urlunsplit(urlsplit(postgres_url)._replace(query=""))
+    with psycopg.connect(server) as connection:  # refused before connecting: nothing made
+        made = connection.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE %s",
+            ("%_refused",),
+        ).fetchone()
+    assert made == (0,)
 
 
 def test_a_sqlite_url_with_parameters_is_refused(
