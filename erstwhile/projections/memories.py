@@ -25,7 +25,7 @@ import orjson
 from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, Superseded
 from erstwhile.domain.memory import State, normalise_label
 from erstwhile.domain.time import OPEN_END, end_to_micros, to_micros
-from erstwhile.eventstore import RecordedEvent, Sql
+from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
 
@@ -306,11 +306,11 @@ class VersionsProjection(Projection):
         copies the memory's open row into a new version with its changes and closes the
         old one, both in SQL. Events are written in runs that touch each memory at most
         once, each run as three grouped statements (open, copy, close), in that order."""
-        run = VersionRun()
+        run = VersionRun(self.dialect)
         for record, event in batch:
             if record.memory_key in run.touched:
                 run.write(sql)
-                run = VersionRun()
+                run = VersionRun(self.dialect)
             run.add(record, event)
         run.write(sql)
 
@@ -325,7 +325,18 @@ COPY_OPEN_VERSION = (
     "WHERE memory_id = ? AND recorded_until = ?"
 )
 """A memory's next version: its open row with the new state (and, for a supersession,
-the new end of its window and its successor), recorded from the event's instant."""
+the new end of its window and its successor), recorded from the event's instant.
+
+PostgreSQL runs it pipelined, without a wait. SQLite materializes the ``SELECT`` of a
+table being inserted into for every row (17 µs a row against 6 for a plain insert in a
+rebuild), so there the open rows are read first and inserted as plain rows
+(:data:`OPEN_ROWS`)."""
+
+OPEN_ROWS = (
+    f"SELECT {VERSION_COLUMNS} FROM memory_versions WHERE recorded_until = ? "
+    "AND memory_id IN ({})"
+)
+"""SQLite: the open rows of some memories, to be copied into their next versions."""
 
 CLOSE_OLDER_VERSION = (
     "UPDATE memory_versions SET recorded_until = ? "
@@ -337,7 +348,8 @@ CLOSE_OLDER_VERSION = (
 class VersionRun:
     """Version rows for events that touch distinct memories, written together."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
         self.touched: set[str] = set()
         self.opened: list[list[object]] = []
         self.copied: list[list[object]] = []
@@ -378,5 +390,24 @@ class VersionRun:
         if self.opened:
             sql.executemany(OPEN_VERSION, self.opened)
         if self.copied:
-            sql.executemany(COPY_OPEN_VERSION, self.copied)
+            if self.dialect == "sqlite":
+                sql.executemany(OPEN_VERSION, self._copies(sql))
+            else:
+                sql.executemany(COPY_OPEN_VERSION, self.copied)
             sql.executemany(CLOSE_OLDER_VERSION, self.closed)
+
+    def _copies(self, sql: Sql) -> list[list[object]]:
+        """The rows ``COPY_OPEN_VERSION`` would insert, built from the open rows read
+        first (a memory with no open row gets none, as with the copy)."""
+        wanted = {str(copy[6]): copy for copy in self.copied}
+        rows: list[list[object]] = []
+        for chunk in in_lists(list(wanted)):
+            sql.execute(OPEN_ROWS.format(marks(chunk)), [OPEN_END, *chunk])
+            for row in sql.fetchall():
+                seq, state, valid_until, successor, recorded, until, _, _ = wanted[row[0]]
+                rows.append([
+                    row[0], seq, row[2], row[3], row[4], row[5], state, row[7],
+                    row[8] if valid_until is None else valid_until,
+                    row[9] if successor is None else successor, recorded, until,
+                ])  # fmt: skip
+        return rows
