@@ -71,6 +71,17 @@ def dump(models: BaseModel | Sequence[BaseModel]) -> Any:
     return [model.model_dump(mode="json") for model in models]
 
 
+def show_when(as_of: datetime | None, known_at: datetime | None) -> str:
+    """The part of a title saying which instants an answer is about (empty for now, as
+    known now), so a table read later says what it answered."""
+    parts = []
+    if as_of is not None:
+        parts.append(f"as of {show_instant(as_of)}")
+    if known_at is not None:
+        parts.append(f"as known at {show_instant(known_at)}")
+    return (" " + ", ".join(parts)) if parts else ""
+
+
 def show_instant(instant: datetime | None) -> str:
     """Format an instant compactly: the date alone at midnight UTC, else date and time."""
     if instant is None:

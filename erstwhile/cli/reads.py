@@ -13,9 +13,9 @@ from erstwhile.cli.output import (
     dump,
     memory_listing,
     print_json,
-    show_instant,
     show_memories,
     show_memory,
+    show_when,
 )
 from erstwhile.cli.params import KnownAtOpt, MemoryId, time_option
 from erstwhile.domain.views import History
@@ -71,7 +71,7 @@ def facts(
     with open_ledger(ctx) as ledger:
         found = ledger.facts(subject, attribute, as_of=as_of, known_at=known_at)
     about = f"{subject} {attribute}" if attribute else subject
-    when = f" as of {show_instant(as_of)}" if as_of else ""
+    when = show_when(as_of, known_at)
     show_memories(settings(ctx).json, f"Facts about {about}{when}", found)
 
 

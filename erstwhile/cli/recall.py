@@ -16,8 +16,8 @@ from erstwhile.cli.output import (
     hit_table,
     print_json,
     proposal_table,
-    show_instant,
     show_memory,
+    show_when,
 )
 from erstwhile.cli.params import AttributeOpt, KnownAtOpt, SubjectOpt, parse_kind, time_option
 from erstwhile.domain.memory import Kind
@@ -72,7 +72,7 @@ def search(
     if settings(ctx).json:
         print_json(dump(hits))
     else:
-        when = f" as of {show_instant(as_of)}" if as_of else ""
+        when = show_when(as_of, known_at)
         console.print(hit_table(f"Search {query!r}{when}" if query else f"Search{when}", hits))
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -131,12 +132,19 @@ def test_the_story_answers_now_as_of_march_and_the_chain(story: Story) -> None:
 
 def test_known_at_and_a_time_with_an_offset(story: Story) -> None:
     before_move = story.supabase["recorded_at"]
-    then, handover = story.run_all(
+    then, handover, facts, search = story.run_all(
         ["--json", "get", story.supabase["id"], "--known-at", before_move],
         ["--json", "facts", "team", "--as-of", "2026-07-01T02:00:00+02:00"],
+        ["facts", "team", "--as-of", "2026-03-15", "--known-at", before_move],
+        ["search", "team database", "--known-at", before_move],
     )
     assert then.json()["state"] == "current" and then.json()["superseded_by"] is None
     assert values(handover.json()) == ["AWS"]  # half-open: the hand-over instant is AWS's
+    # A table says which instants it answers for, the transaction time included.
+    shown = datetime.fromisoformat(before_move).strftime("%Y-%m-%d %H:%M:%SZ")
+    title = " ".join(facts.stdout.split())
+    assert f"Facts about team as of 2026-03-15, as known at {shown}" in title
+    assert f"Search 'team database' as known at {shown}" in " ".join(search.stdout.split())
 
 
 def test_audit_log_lists_the_events_and_filters_them(story: Story) -> None:
