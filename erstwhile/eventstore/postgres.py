@@ -483,9 +483,10 @@ class PostgresBackend(Backend):
         """Drop ``live`` and rename ``shadow`` over it, its indexes back to their own
         names (a projection whose columns changed: its rows cannot be copied over).
         Readers of the old table wait for the swap's commit (DROP takes an exclusive
-        lock), then read the new one; where the columns changed, a statement a reader
-        prepared on a pooled connection fails once ("cached plan must not change result
-        type") and is prepared anew on its next run."""
+        lock), then read the new one. A statement another process prepared against the
+        old table is planned again on the new one; it keeps its result type because
+        statements name their columns (``m.*`` would take in a column the new table
+        added, and PostgreSQL refuses that: "cached plan must not change result type")."""
         sql.execute(f"DROP TABLE IF EXISTS {live}")
         sql.execute(f"ALTER TABLE {shadow} RENAME TO {live}")
         for index, table in self.indexes(sql):

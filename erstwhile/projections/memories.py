@@ -35,6 +35,11 @@ MEMORY_COLUMNS = (
     "extracted_at, actor, metadata, state, recorded_at, position, version, superseded_by, "
     "forgotten_at, vector_clock, erased_at"
 )
+JOINED_MEMORY_COLUMNS = ", ".join("m." + column for column in MEMORY_COLUMNS.split(", "))
+"""The same columns of ``memories m`` in a join. Statements name their columns, never
+``m.*``: PostgreSQL re-plans a prepared statement whose table another process replaced,
+but refuses one whose result would change type ("cached plan must not change result
+type"), which ``*`` over a table with a column more does."""
 
 
 INSERT_MEMORY = (

@@ -22,7 +22,7 @@ from erstwhile.domain.views import Rectangle
 from erstwhile.domain.writes import Existing
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded
-from erstwhile.projections.memories import MEMORY_COLUMNS
+from erstwhile.projections.memories import JOINED_MEMORY_COLUMNS, MEMORY_COLUMNS
 
 LATEST = OPEN_END - 1
 """The recorded instant that selects every row still open: "as known now"."""
@@ -336,7 +336,7 @@ class MemoryReader:
         ``condition``, each with the memories it superseded as known then: one query,
         one row per (memory, superseded memory), folded back into one memory each."""
         sql.execute(
-            "SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
+            f"SELECT {JOINED_MEMORY_COLUMNS}, v.state AS v_state, v.valid_until AS v_valid_until, "
             "v.superseded_by AS v_superseded_by, s.memory_id AS v_older "
             "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
             "LEFT JOIN memory_versions s ON s.superseded_by = v.memory_id "

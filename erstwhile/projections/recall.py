@@ -15,6 +15,7 @@ from erstwhile.domain.memory import Kind, normalise_label
 from erstwhile.domain.time import to_micros
 from erstwhile.eventstore import Sql
 from erstwhile.projections.candidates import CLAIM_SELECT, claim_from_row
+from erstwhile.projections.memories import JOINED_MEMORY_COLUMNS
 from erstwhile.projections.reader import LATEST
 from erstwhile.projections.search import MEMORY_ROWS, SearchProjection, Source, query_terms
 
@@ -46,7 +47,7 @@ NARROW = 500
 memories in a tier ranks just those, looked up by key in the index, instead of walking
 the index's matches level by level and dropping what the filters refuse."""
 ROW = (
-    "SELECT m.*, v.state AS v_state, v.valid_until AS v_valid_until, "
+    f"SELECT {JOINED_MEMORY_COLUMNS}, v.state AS v_state, v.valid_until AS v_valid_until, "
     "v.superseded_by AS v_superseded_by, "
 )
 

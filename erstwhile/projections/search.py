@@ -162,7 +162,7 @@ def shared_mask(body: str, count: int) -> str:
 @dataclass(frozen=True)
 class Source:
     """Where a search statement's rows come from and how they score:
-    ``SELECT m.*, ..., {score} AS score FROM {source} WHERE {condition} AND ...``.
+    ``SELECT m.id, ..., {score} AS score FROM {source} WHERE {condition} AND ...``.
 
     ``source`` reaches ``memories m`` and ``memory_versions v``; ``params`` are the
     score's, the source's and the condition's, in that order.

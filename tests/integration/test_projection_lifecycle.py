@@ -17,8 +17,14 @@ from typing import Any
 import pytest
 
 from erstwhile import Ledger, NotFound, StoreUnavailable
+from erstwhile.eventstore.backend import PassingSql
 from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
-from erstwhile.projections import MemoriesProjection, ProposalsProjection
+from erstwhile.projections import (
+    MemoriesProjection,
+    ProposalsProjection,
+    SearchProjection,
+    VersionsProjection,
+)
 from tests.conftest import ManualClock, OpenLedger
 
 MAR = "2026-03-01T00:00:00Z"
@@ -264,6 +270,63 @@ def test_a_schema_change_that_adds_a_column_replaces_the_table_whole(
     open_ledger(namespace="acme")  # and the next opening builds none a second time
     counts = [n for (table, _), n in index_definitions(reopened).items() if table == "proposals"]
     assert counts and set(counts) == {1}
+
+
+class WithANote(PassingSql):
+    """What a newer projection's ``create`` sends: every table it makes has a column
+    more, put first, so each of the others moves along."""
+
+    def execute(self, statement: str, params: Any = ()) -> None:
+        super().execute(re.sub(r"^(CREATE TABLE IF NOT EXISTS \w+ \()", r"\1note TEXT, ",
+                               statement), params)  # fmt: skip
+
+
+def test_a_ledger_left_running_answers_after_another_opening_replaced_its_tables(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process whose statements were prepared against the old tables (psycopg prepares
+    a statement the sixth time a connection runs it) goes on reading and writing once
+    another process's opening has replaced every projection's tables with ones of other
+    columns: PostgreSQL re-plans a prepared statement on the new table, but refuses to
+    if its result would change type, so no statement takes its columns from ``*``."""
+    running = open_ledger(namespace="acme")
+    running.remember("I live in Lisbon", subject="me", attribute="city", value="Lisbon",
+                     valid_from=MAR)  # fmt: skip
+    running.remember("I live in Berlin", subject="me", attribute="city", value="Berlin",
+                     valid_from=JUL)  # fmt: skip
+    tea = running.remember("I drink tea", subject="me", attribute="drink", value="tea",
+                           valid_from=MAR)  # fmt: skip
+    coffee = running.revise(tea.id, "I drink coffee", value="coffee", at=JUL)
+    known = coffee.recorded_at
+
+    def answers() -> list[Any]:
+        return [
+            running.facts("me", "city"), running.facts("me", as_of=APR),
+            running.facts("me", known_at=known), running.get(tea.id),
+            running.get(tea.id, known_at=known), running.history(tea.id),
+            running.chain(coffee.id), running.timeline("me"),
+            running.search("Lisbon coffee", include_history=True),
+            running.search("tea", known_at=known, subject="me"), running.search(""),
+            running.proposals(), running.conflicts(), running.head(),
+        ]  # fmt: skip
+
+    before = [answers() for _ in range(20)][-1]  # prepared on the pooled connections
+    for projection in (MemoriesProjection, VersionsProjection, SearchProjection,
+                       ProposalsProjection):  # fmt: skip
+        monkeypatch.setattr(projection, "create", lambda self, sql, create=projection.create:
+                            create(self, WithANote(sql)))  # fmt: skip
+        monkeypatch.setattr(projection, "version", projection.version + 1)
+    upgraded = open_ledger(namespace="acme")
+    with upgraded.log.backend.read() as sql:
+        sql.execute("SELECT note, id FROM memories")
+        assert len(sql.fetchall()) == 4
+    assert [answers() for _ in range(5)] == [before] * 5
+    [proposal] = before[-3]
+    berlin = running.accept(proposal.id)
+    milk = running.remember("I drink milk", subject="me", attribute="drink", value="milk",
+                            supersedes=[coffee.id], valid_from="2026-08-01T00:00:00Z")  # fmt: skip
+    assert running.facts("me") == upgraded.facts("me") == [milk, berlin]
+    assert running.search("milk") == upgraded.search("milk")
 
 
 def test_openings_at_once_after_a_schema_change_all_open(
