@@ -491,8 +491,12 @@ class PostgresBackend(Backend):
         sql.execute(f"ALTER TABLE {shadow} RENAME TO {live}")
         for index, table in self.indexes(sql):
             tagged = TAGGED.fullmatch(index)
-            if table == live and tagged is not None:
+            if table != live:
+                continue
+            if tagged is not None:
                 sql.execute(f"ALTER INDEX {index} RENAME TO {tagged.group(1)}")
+            elif index == f"{shadow}_pkey":  # renaming the index renames its constraint
+                sql.execute(f"ALTER INDEX {index} RENAME TO {live}_pkey")
 
     def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Copy the shadow's rows over the live table's, then drop the shadow.

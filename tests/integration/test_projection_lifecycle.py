@@ -260,13 +260,15 @@ def test_a_schema_change_that_adds_a_column_replaces_the_table_whole(
         assert [(row["older_id"], row["note"]) for row in sql.fetchall()] == [
             (str(lisbon.id), None)
         ]
-        indexes = [name for name, table in reopened.log.backend.indexes(sql)
-                   if table == "proposals" and name.startswith("proposals_open")]  # fmt: skip
+        every = [name for name, table in reopened.log.backend.indexes(sql) if table == "proposals"]
+        indexes = [name for name in every if name.startswith("proposals_open")]
     assert [p.older_id for p in reopened.proposals()] == [lisbon.id]
     # PostgreSQL renames the index back; SQLite keeps the tagged name, taken as its own.
     assert len(indexes) == 1
     if reopened.log.backend.dialect == "postgresql":
         assert indexes == ["proposals_open"]
+        # the primary key's index (and constraint) too, not "proposals__shadow_pkey"
+        assert sorted(every) == ["proposals_open", "proposals_pkey"]
     open_ledger(namespace="acme")  # and the next opening builds none a second time
     counts = [n for (table, _), n in index_definitions(reopened).items() if table == "proposals"]
     assert counts and set(counts) == {1}
