@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import unicodedata
 from datetime import timedelta
 from typing import Any
 
@@ -290,6 +291,52 @@ def test_both_backends_find_the_same_words(ledger: Ledger, question: str, found:
                     "Flights to İstanbul", "A blessing \ufdfa written"]:  # fmt: skip
         ledger.remember(content)
     assert [hit.memory.content for hit in ledger.search(question)] == found
+
+
+ACCENTED = ["naïve", "Müller", "йогурт", "καφές", "phở", "한국어", "がっこう"]
+"""Words spelled differently composed (NFC) and decomposed (NFD): Latin letters with one
+accent and with two, Cyrillic, Greek, Hangul syllables and kana with a voicing mark."""
+
+
+def accented_memories() -> list[tuple[str, dict[str, Any]]]:
+    """Each accented word, composed and decomposed, alone in each field a search reads:
+    the word, and the fields of the memory holding it (each names the entity ``probe``)."""
+    made: list[tuple[str, dict[str, Any]]] = []
+    for word in ACCENTED:
+        for form in ("NFC", "NFD"):
+            spelled = unicodedata.normalize(form, word)
+            for field in ("content", "subject", "attribute", "value"):
+                made.append((word, {"content": f"note {len(made)}", "entities": ["probe"],
+                                    field: spelled}))  # fmt: skip
+            made.append((word, {"content": f"note {len(made)}", "entities": [spelled, "probe"]}))
+    return made
+
+
+def test_a_word_is_found_however_its_accents_were_typed(ledger: Ledger, clock: ManualClock) -> None:
+    """A word matches whether it was written composed or decomposed, in each field a
+    search reads, asked for in either form, on every way a search ranks; and what was
+    written comes back as it was, byte for byte (only the index holds composed words)."""
+    items = accented_memories()
+    made = ledger.remember_many([fields for _, fields in items])
+    written = {memory.id: fields for memory, (_, fields) in zip(made, items, strict=True)}
+    clock.advance(days=1)
+    ways: dict[str, dict[str, Any]] = {
+        "now": {}, "with history": {"include_history": True}, "as of": {"as_of": clock()},
+        "known at": {"known_at": clock()}, "filtered": {"entities": ["probe"]},
+    }  # fmt: skip
+    missed = []
+    for word in ACCENTED:
+        wanted = {memory.id for memory, (held, _) in zip(made, items, strict=True) if held == word}
+        for form in ("NFC", "NFD"):
+            for way, options in ways.items():
+                hits = ledger.search(unicodedata.normalize(form, word), limit=100, **options)
+                if not wanted <= {hit.memory.id for hit in hits}:
+                    missed.append(f"{word} asked {form}, {way}")
+                for hit in hits:
+                    fields = written[hit.memory.id]
+                    for field in ("content", "subject", "attribute", "value"):
+                        assert getattr(hit.memory, field) == fields.get(field), field
+    assert missed == []
 
 
 def test_a_search_known_at_an_instant_finds_the_same_with_or_without_its_position_bound(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import unicodedata
 
-from erstwhile.projections.search import query_terms
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from erstwhile.projections.search import indexed_text, query_terms, words
 
 
 @pytest.mark.parametrize(
@@ -33,3 +37,35 @@ def test_each_backend_is_asked_for_the_words_its_index_holds(
 ) -> None:
     assert query_terms(question, fold=False) == sqlite
     assert query_terms(question, fold=True) == postgresql
+
+
+@pytest.mark.parametrize(
+    ("text", "sqlite", "postgresql"),
+    [
+        # Composed, as a question is: the index never meets a decomposed word. SQLite's
+        # tokenizer splits the text, PostgreSQL is given it split.
+        ("Herr Mu\u0308ller", "Herr Müller", "herr muller"),
+        ("\u0438\u0306\u043e\u0433\u0443\u0440\u0442", "йогурт", "иогурт"),
+        # Split, then folded: a sign that folds into letters is no part of the word.
+        ("Erstwhile\u2122 notes", "Erstwhile\u2122 notes", "erstwhile notes"),
+        ("alice@example.com, to_do", "alice@example.com, to_do", "alice example com to do"),
+    ],
+)
+def test_each_backend_indexes_a_document_read_as_a_question_is(
+    text: str, sqlite: str, postgresql: str
+) -> None:
+    assert indexed_text(text, fold=False) == sqlite
+    assert indexed_text(text, fold=True) == postgresql
+
+
+@given(st.text())
+def test_a_document_holds_its_own_question_s_terms_however_it_was_composed(text: str) -> None:
+    """A document is read as a question is, composed or decomposed alike: each term of a
+    question asking for the whole text is a word of its document (on SQLite, as it is
+    split), whichever form each was typed in."""
+    for fold in (False, True):
+        document = indexed_text(text, fold)
+        held = set(document.split() if fold else words(document))
+        for form in ("NFC", "NFD"):
+            assert indexed_text(unicodedata.normalize(form, text), fold) == document
+            assert set(query_terms(unicodedata.normalize(form, text), fold)) <= held
