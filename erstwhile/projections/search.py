@@ -51,6 +51,13 @@ word, so the same list is dropped from queries on both backends: without ``s``, 
 and ``don``, a question with a contraction ("what's", "don't") matched every memory
 with a possessive on SQLite and none on PostgreSQL."""
 LETTERS_AND_DIGITS = re.compile(r"[^\W_]+", re.UNICODE)
+SEPARATED = re.compile(r"([\W_]+)", re.UNICODE)
+"""Splits text into words and, kept, the separators between them (a separator may start
+with combining marks, which belong to the word before it)."""
+MARKED = re.compile(r"[^\W_][^\w\x00-\x7f]", re.UNICODE)
+"""A letter or digit followed by what may be a combining mark (a character neither ASCII
+nor a letter, digit or ``_``): text without one is split by :data:`LETTERS_AND_DIGITS`
+alone."""
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 UPKEEP = "memory_search_upkeep"
 PENDING = "memory_search_pending"
@@ -110,8 +117,32 @@ def composed(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """Return the words of ``text``, :func:`composed` first: its runs of letters and
-    digits (anything else separates them, ``_`` included)."""
-    return LETTERS_AND_DIGITS.findall(composed(text))
+    digits (anything else separates them, ``_`` included), each with the combining marks
+    that follow it (an accent with no composed form, as in Yoruba ``ẹ̀kọ́``, splits no
+    word in two)."""
+    text = composed(text)
+    if text.isascii() or not MARKED.search(text):
+        return LETTERS_AND_DIGITS.findall(text)
+    pieces = SEPARATED.split(text)  # a word, a separator, a word, ...: words may be empty
+    found = [pieces[0]]
+    for separator, word in zip(pieces[1::2], pieces[2::2], strict=True):
+        marks = leading_marks(separator) if found[-1] else 0
+        if marks == len(separator):  # marks alone: one word goes on
+            found[-1] += separator + word
+        else:
+            found[-1] += separator[:marks]
+            found.append(word)
+    return [word for word in found if word]
+
+
+def leading_marks(text: str) -> int:
+    """Return how many combining marks (Unicode category M) ``text`` starts with."""
+    count = 0
+    for char in text:
+        if not unicodedata.category(char).startswith("M"):
+            break
+        count += 1
+    return count
 
 
 def folded(word: str) -> list[str]:

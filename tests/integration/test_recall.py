@@ -293,9 +293,10 @@ def test_both_backends_find_the_same_words(ledger: Ledger, question: str, found:
     assert [hit.memory.content for hit in ledger.search(question)] == found
 
 
-ACCENTED = ["naïve", "Müller", "йогурт", "καφές", "phở", "한국어", "がっこう"]
+ACCENTED = ["naïve", "Müller", "йогурт", "καφές", "phở", "한국어", "がっこう", "ẹ̀kọ́"]
 """Words spelled differently composed (NFC) and decomposed (NFD): Latin letters with one
-accent and with two, Cyrillic, Greek, Hangul syllables and kana with a voicing mark."""
+accent and with two, Cyrillic, Greek, Hangul syllables, kana with a voicing mark, and
+Yoruba letters whose marks have no composed form at all."""
 
 
 def accented_memories() -> list[tuple[str, dict[str, Any]]]:

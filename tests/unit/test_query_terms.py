@@ -30,6 +30,9 @@ from erstwhile.projections.search import indexed_text, query_terms, words
         ("cat_mat x_cat", ["cat", "mat", "x"], ["cat", "mat", "x"]),
         # An accent typed as a combining mark stays in its word.
         ("nai\u0308ve", ["naïve"], ["naive"]),
+        # Marks with no composed form too, however they were typed.
+        ("\u1eb9\u0300k\u1ecd\u0301", ["\u1eb9\u0300k\u1ecd\u0301"], ["eko"]),
+        ("e\u0323\u0300ko\u0323\u0301", ["\u1eb9\u0300k\u1ecd\u0301"], ["eko"]),
     ],
 )
 def test_each_backend_is_asked_for_the_words_its_index_holds(
@@ -46,6 +49,7 @@ def test_each_backend_is_asked_for_the_words_its_index_holds(
         # tokenizer splits the text, PostgreSQL is given it split.
         ("Herr Mu\u0308ller", "Herr Müller", "herr muller"),
         ("\u0438\u0306\u043e\u0433\u0443\u0440\u0442", "йогурт", "иогурт"),
+        ("e\u0323\u0300ko\u0323\u0301!", "\u1eb9\u0300k\u1ecd\u0301!", "eko"),
         # Split, then folded: a sign that folds into letters is no part of the word.
         ("Erstwhile\u2122 notes", "Erstwhile\u2122 notes", "erstwhile notes"),
         ("alice@example.com, to_do", "alice@example.com, to_do", "alice example com to do"),
