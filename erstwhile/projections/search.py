@@ -351,14 +351,15 @@ class SearchProjection(Projection):
     """Full-text rows per memory, and the queries over them; the SQL differs per backend."""
 
     name = "search"
+    version = 6  # 6: documents composed (NFC) as questions are, and on PostgreSQL split
+    # into words before they are folded. Before, each backend counted its own: SQLite 2
+    # brought the live index and position rowids, 3 the live index's upkeep; PostgreSQL
+    # 3 brought the live table and each row's position, 5 documents in the words queries
+    # are split into.
 
     def __init__(self, dialect: str) -> None:
         super().__init__(dialect)
         self.sqlite = dialect == "sqlite"
-        # SQLite: version 2 brought the live index and position rowids, version 3 the
-        # live index's upkeep. PostgreSQL: version 3 brought the live table and each
-        # row's position, version 5 documents in the words queries are split into.
-        self.version = 3 if self.sqlite else 5
         self.tables = (FULL, LIVE, KEYS, UPKEEP, PENDING) if self.sqlite else (FULL, LIVE)
         self.removals = 0
         """PostgreSQL: rows this process took out of the live table since it last

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import unicodedata
 from collections import Counter
 from typing import Any
 
@@ -24,6 +25,7 @@ from erstwhile.projections import (
     ProposalsProjection,
     SearchProjection,
     VersionsProjection,
+    search,
 )
 from tests.conftest import ManualClock, OpenLedger
 
@@ -194,6 +196,40 @@ def test_a_changed_schema_version_rebuilds_at_open(
     reopened = open_ledger(namespace="acme")
     assert reopened.runner.versions()["memories"] == MemoriesProjection.version
     assert reopened.facts("widget 3", as_of="2026-08-15T00:00:00Z") == before
+    assert dump(reopened) == rows
+
+
+def indexed_by_older_code(text: str, fold: bool) -> str:
+    """What the search index was given before documents were read as questions are: on
+    SQLite the text as written, on PostgreSQL the text folded whole, then split."""
+    if not fold:
+        return text
+    return " ".join(search.LETTERS_AND_DIGITS.findall(search.without_accents(text.casefold())))
+
+
+def test_a_search_index_built_by_older_code_is_built_again_at_open(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose search index older code built gets the current index at its next
+    opening: decomposed words found by composed questions (SQLite), a word followed by
+    a sign that folds into letters found by itself (PostgreSQL)."""
+    questions = ["йогурт", "Müller", "ẹ̀kọ́", "Erstwhile"]
+    content = unicodedata.normalize("NFD", "Erstwhile™ notes: йогурт for Herr Müller, ẹ̀kọ́")
+    with monkeypatch.context() as older:
+        older.setattr(search, "indexed_text", indexed_by_older_code)
+        older.setattr(SearchProjection, "version", SearchProjection.version - 1)
+        ledger = open_ledger(namespace="acme")
+        memory = ledger.remember(content, subject="notes")
+        missed = [q for q in questions if [h.memory.id for h in ledger.search(q)] != [memory.id]]
+        assert missed  # what the older index could not find
+        ledger.close()
+    reopened = open_ledger(namespace="acme")
+    assert reopened.runner.versions()["search"] == SearchProjection.version
+    for question in questions:
+        assert [h.memory.id for h in reopened.search(question)] == [memory.id], question
+    assert reopened.get(memory.id).content == content
+    rows = dump(reopened)
+    reopened.rebuild()
     assert dump(reopened) == rows
 
 
