@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any, ClassVar
 from uuid import UUID, uuid5
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from erstwhile.domain.memory import Kind
+from erstwhile.domain.memory import Kind, normalise_label
 
 
 class LedgerEvent(BaseModel):
@@ -56,6 +56,13 @@ class Asserted(LedgerEvent):
     idempotency_key: str | None = None
     observed_position: int | None = None
     erased: bool = False
+
+    @field_validator("entities")
+    @classmethod
+    def _compared_entities(cls, entities: tuple[str, ...]) -> tuple[str, ...]:
+        """Entities in their comparison form as it is now: one written before labels
+        were composed (NFC) is read composed, so it meets the same name typed either way."""
+        return tuple(dict.fromkeys(normalise_label(entity) for entity in entities))
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ windows) live here, in one place, so every front end refuses the same things.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
@@ -56,11 +57,13 @@ class State(StrEnum):
 
 @lru_cache(maxsize=1 << 16)
 def normalise_label(text: str) -> str:
-    """Return the comparison form of a subject, attribute or entity: trimmed, case-folded.
+    """Return the comparison form of a subject, attribute or entity: trimmed, case-folded
+    and composed (NFC), so ``Müller`` is one subject whether its ``ü`` was typed as one
+    character or as ``u`` and a combining diaeresis (as search reads words).
 
     Cached: a write and its fold normalise the same few labels several times each.
     """
-    return " ".join(text.split()).casefold()
+    return unicodedata.normalize("NFC", " ".join(text.split()).casefold())
 
 
 def normalise_entities(entities: Iterable[str]) -> list[str]:

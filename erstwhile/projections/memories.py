@@ -74,7 +74,7 @@ class MemoriesProjection(Projection):
     """One row per memory: the claim, its provenance, its current state and links."""
 
     name = "memories"
-    version = 5
+    version = 6  # 6: subject, attribute and entity keys composed (NFC)
     tables = ("memories", "memory_entities", "actor_writes")
 
     def create(self, sql: Sql) -> None:
@@ -279,7 +279,7 @@ class VersionsProjection(Projection):
     """The bitemporal rectangles: one row per version of each memory."""
 
     name = "memory_versions"
-    version = 2
+    version = 3  # 3: subject and attribute keys composed (NFC)
     tables = ("memory_versions",)
 
     def create(self, sql: Sql) -> None:

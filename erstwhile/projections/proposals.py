@@ -27,7 +27,8 @@ class ProposalsProjection(Projection):
     """One row per proposed pair: ``open``, ``accepted`` or ``rejected``."""
 
     name = "proposals"
-    version = 3  # 2: no proposal pairs with an erased memory; 3: 1 and 1.0 are one value
+    version = 4  # 2: no proposal pairs with an erased memory; 3: 1 and 1.0 are one value;
+    # 4: labels typed composed or decomposed are one (NFC)
     tables = ("proposals",)
 
     def create(self, sql: Sql) -> None:

@@ -531,3 +531,25 @@ def test_a_long_chain_is_read_in_parts_and_stays_in_log_order(
     assert [m.content for m in chain] == ["v0", "v1", "v3", "v4"]
     assert chain == [ledger.get(v.id) for v in versions if v.id != versions[2].id]
     assert chain[2].supersedes == [versions[2].id]  # the forgotten one stays linked
+
+
+def test_a_label_is_one_however_its_accents_were_typed(ledger: Ledger) -> None:
+    """Subjects, attributes and entities compare composed (NFC): ``Müller`` typed with
+    its ``ü`` as one character and as ``u`` plus a combining diaeresis is one subject."""
+    composed, decomposed = "Frau Müller", "Frau Mu\u0308ller"
+    berlin = ledger.remember("Frau Müller lives in Berlin", subject=composed,
+                             attribute="Straße", value="Berlin", entities=["Zoë"])  # fmt: skip
+    munich = ledger.remember("Frau Müller lives in Munich", subject=decomposed,
+                             attribute="Straße", value="Munich", entities=["Zoe\u0308"])  # fmt: skip
+    both = {berlin.id, munich.id}
+    for subject in (composed, decomposed):
+        assert {m.id for m in ledger.facts(subject)} == both
+        assert {m.id for m in ledger.facts(subject, "STRASSE")} == both
+        assert {h.memory.id for h in ledger.search("lives", subject=subject)} == both
+    assert {h.memory.id for h in ledger.search("lives", entities=["zoe\u0308"])} == both
+    assert munich.entities == berlin.entities == ["zoë"]
+    # One key, two values: a contradiction and a proposal, as for any other spelling.
+    assert [{m.id for m in c.members} for c in ledger.conflicts()] == [both]
+    assert [(p.older_id, p.newer_id) for p in ledger.proposals()] == [(berlin.id, munich.id)]
+    # What was written is kept as written.
+    assert ledger.get(munich.id).subject == decomposed

@@ -233,6 +233,42 @@ def test_a_search_index_built_by_older_code_is_built_again_at_open(
     assert dump(reopened) == rows
 
 
+def label_by_older_code(text: str) -> str:
+    """Labels as versions before 2026-12-01 (night) compared them: not composed."""
+    return " ".join(text.split()).casefold()
+
+
+def test_labels_stored_by_older_code_are_composed_at_open(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose keys and entities older code kept decomposed as typed gets them
+    composed at its next opening: the events' entities as they are read, the keys by
+    the projections' new versions."""
+    from erstwhile.domain import bar, events, memory
+    from erstwhile.projections import memories, reader, recall
+
+    subject, entity = "Frau Mu\u0308ller", "Zoe\u0308"
+    with monkeypatch.context() as older:
+        for module in (bar, events, memory, memories, reader, recall):
+            older.setattr(module, "normalise_label", label_by_older_code)
+        for projection in (MemoriesProjection, VersionsProjection, ProposalsProjection):
+            older.setattr(projection, "version", projection.version - 1)
+        ledger = open_ledger(namespace="acme")
+        written = ledger.remember("She lives in Berlin", subject=subject, attribute="city",
+                                  value="Berlin", entities=[entity])  # fmt: skip
+        assert written.entities == ["zoe\u0308"]
+        assert ledger.facts("Frau Müller") == []  # what older code could not find
+        ledger.close()
+    reopened = open_ledger(namespace="acme")
+    assert [m.id for m in reopened.facts("Frau Müller", "city")] == [written.id]
+    assert [h.memory.id for h in reopened.search("lives", entities=["Zoë"])] == [written.id]
+    assert reopened.get(written.id).entities == ["zoë"]
+    assert reopened.get(written.id).subject == subject  # kept as written
+    moved = reopened.remember("She moved to Munich", subject="Frau Müller", attribute="city",
+                              value="Munich")  # fmt: skip
+    assert [(p.older_id, p.newer_id) for p in reopened.proposals()] == [(written.id, moved.id)]
+
+
 def test_readers_keep_their_answers_while_a_schema_change_rebuilds_at_open(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
