@@ -22,12 +22,13 @@ from erstwhile.domain.events import (
     ProposalRejected,
     Superseded,
 )
+from erstwhile.domain.lifecycle import LogCheck
 from erstwhile.domain.memory import Memory
 from erstwhile.domain.time import LAST_INSTANT, Instant, to_utc
 from erstwhile.domain.views import VerifyReport
 from erstwhile.eventstore import EventFilter, EventLog, open_backend, translated_errors
 from erstwhile.eventstore.log import Restored
-from erstwhile.ledger.core import LedgerCore
+from erstwhile.ledger.core import LedgerCore, check_name
 from erstwhile.ledger.curation import Curation
 from erstwhile.ledger.reads import Queries, event_data
 from erstwhile.projections.base import Progress
@@ -96,7 +97,10 @@ class Audit(LedgerCore):
     def import_events(self, lines: Iterable[bytes | str], progress: Counter | None = None) -> int:
         """Restore exported events into this empty store: same ids, positions, instants,
         actors and windows. Refused (nothing written) when the store already has events,
-        or when any line is not an exported event: the whole import is one transaction."""
+        when any line is not an exported event, or when the lines make a log the
+        commands could never have written (an event for a memory no earlier line
+        asserts, or after its hard forget; a broken supersession link; events out of
+        order): the error names the line, and the whole import is one transaction."""
         if self.head() != 0:
             raise ValidationError(
                 f"import needs an empty store; this one already holds events (its log "
@@ -169,17 +173,37 @@ _TICK = to_utc("1970-01-01T00:00:00.000001Z") - to_utc("1970-01-01T00:00:00Z")
 
 
 def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
-    for number, line in enumerate(lines, start=1):
+    """Read the lines into events to restore, each checked against the log before it
+    (see :class:`LogCheck`); the last is yielded only once the whole log checks out."""
+    check = LogCheck()
+    for number, line in enumerate(_lines(lines), start=1):
         if not line.strip():
             continue
         try:
-            yield _restored(orjson.loads(line))
+            entry = _restored(orjson.loads(line))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError,
                 pydantic.ValidationError) as error:  # fmt: skip
             first = str(error).splitlines()[0]
             raise ValidationError(
                 f"import line {number}: not an exported event ({first})"
             ) from None
+        check.follow(number, entry.position, entry.recorded_at, entry.namespace, entry.event)
+        yield entry
+    check.finish()
+
+
+def _lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str]:
+    if isinstance(lines, str | bytes) or not isinstance(lines, Iterable):
+        raise ValidationError(
+            f"lines must be an iterable of exported lines (bytes or text), got "
+            f"{type(lines).__name__}"
+        )
+    for number, line in enumerate(lines, start=1):
+        if not isinstance(line, str | bytes | bytearray | memoryview):
+            raise ValidationError(
+                f"import line {number}: expected bytes or text, got {type(line).__name__}"
+            )
+        yield line
 
 
 def _restored(line: dict[str, Any]) -> Restored:
@@ -191,11 +215,21 @@ def _restored(line: dict[str, Any]) -> Restored:
         data | {"originator_id": line["memory_id"], "originator_version": line["version"]}
     )
     fingerprint = line.get("fingerprint")
+    position = line["position"]
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise ValueError(f"position must be an integer, got {position!r}")
     return Restored(
-        position=int(line["position"]), recorded_at=to_utc(line["recorded_at"]),
-        actor=str(line["actor"]), namespace=str(line["namespace"]), event=event,
+        position=position, recorded_at=to_utc(line["recorded_at"], "recorded_at"),
+        actor=_name(line["actor"], "actor"), namespace=_name(line["namespace"], "namespace"),
+        event=event,
         fingerprint=None if fingerprint is None else str(fingerprint),
     )  # fmt: skip
+
+
+def _name(value: Any, what: str) -> str:
+    """An actor or namespace as the source wrote it, if a ledger could have written it."""
+    check_name(value, what)
+    return str(value)
 
 
 def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

@@ -56,7 +56,7 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
-def _check_name(value: str, what: str) -> str:
+def check_name(value: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(f"{what} must be non-empty text without NUL bytes")
     check_text(value, what)
@@ -151,8 +151,8 @@ class LedgerCore:
         processes. Commands that check existing memories (revise, archive, supersedes,
         timestamp_wins) fold the log first, and a forget folds up to itself.
         """
-        namespace = _check_name(namespace, "namespace")
-        actor = _check_name(actor if actor is not None else _default_actor(), "actor")
+        namespace = check_name(namespace, "namespace")
+        actor = check_name(actor if actor is not None else _default_actor(), "actor")
         backend = open_backend(url)
         ledger = cls(
             EventLog(backend),

@@ -15,13 +15,14 @@ import sqlite3
 import subprocess
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from erstwhile import Conflict, Hit, Ledger, Memory, Proposal
-from tests.e2e.test_cli import ERSTWHILE, Result, failed_cleanly, run, run_all
+from tests.e2e.test_cli import ERSTWHILE, UNKNOWN_ID, Result, failed_cleanly, run, run_all
 
 DB = ["--db", "move.db"]
 OCTOBER = ["--as-of", "2026-10-01"]  # after the last move, whatever the wall clock says
@@ -152,6 +153,26 @@ def test_export_then_import_gives_the_same_answers(move: Move) -> None:
     assert [values(a.json()) for a in copied] == [["GCP"], ["Supabase"], ["AWS"]]
     assert failed_cleanly(twice, 1) and "empty store" in twice.stderr
     assert failed_cleanly(missing, 1) and not (move.cwd / "fresh.db").exists()
+
+
+def test_import_refuses_an_impossible_log_naming_the_line(move: Move) -> None:
+    """An event for a memory the file never asserted: exit 1, one line naming it, and
+    the store as it was (empty: the file itself imports into it afterwards)."""
+    run(move.cwd, *DB, "export", "--output", "whole.jsonl")
+    lines = (move.cwd / "whole.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    later = datetime.fromisoformat(last["recorded_at"]) + timedelta(seconds=1)
+    ghost = last | {"position": last["position"] + 1, "recorded_at": later.isoformat(),
+                    "type": "Archived", "version": 2, "memory_id": UNKNOWN_ID,
+                    "data": {"reason": None}}  # fmt: skip
+    (move.cwd / "ghost.jsonl").write_text("\n".join([*lines, json.dumps(ghost)]) + "\n")
+    refused = run(move.cwd, "--db", "ghost.db", "import", "ghost.jsonl")
+    assert failed_cleanly(refused, 1)
+    assert refused.stderr.startswith(f"error: import line {len(lines) + 1}: Archived names memory")
+    with Ledger.open(move.cwd / "ghost.db") as target:
+        assert target.head() == 0 and list(target.events()) == [] and target.search("") == []
+    imported = run(move.cwd, "--db", "ghost.db", "--json", "import", "whole.jsonl")
+    assert imported.json()["imported"] == len(lines)
 
 
 def test_output_is_never_written_over_the_store_itself(tmp_path: Path) -> None:
