@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
@@ -187,10 +187,10 @@ class MemoryDraft(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
-    content: str
+    content: str = Field(strict=True)
     kind: Kind = Kind.FACT
-    subject: str | None = None
-    attribute: str | None = None
+    subject: str | None = Field(default=None, strict=True)
+    attribute: str | None = Field(default=None, strict=True)
     value: Any = None
     entities: tuple[str, ...] = ()
     valid_from: datetime | None = None
@@ -198,7 +198,7 @@ class MemoryDraft(BaseModel):
     occurred_at: datetime | None = None
     confidence: float = 1.0
     evidence: tuple[str, ...] = ()
-    extractor_id: str | None = None
+    extractor_id: str | None = Field(default=None, strict=True)
     extracted_at: datetime | None = None
     metadata: dict[str, Any] | None = None
 
@@ -227,9 +227,7 @@ class MemoryDraft(BaseModel):
     @field_validator("entities", mode="before")
     @classmethod
     def _entities(cls, entities: Any) -> tuple[str, ...]:
-        if isinstance(entities, str):
-            raise ValueError("entities must be a list of names, not one string")
-        names = normalise_entities(entities or ())
+        names = normalise_entities(_listed(entities, "entities", "names"))
         for name in names:
             _plain(name, "entities")
         return tuple(names)
@@ -237,9 +235,11 @@ class MemoryDraft(BaseModel):
     @field_validator("evidence", mode="before")
     @classmethod
     def _evidence(cls, evidence: Any) -> tuple[str, ...]:
-        if isinstance(evidence, str):
-            raise ValueError("evidence must be a list of ids or URIs, not one string")
-        items = tuple(str(item) for item in (evidence or ()))
+        listed = _listed(evidence, "evidence", "ids or URIs")
+        for item in listed:
+            if not isinstance(item, str | UUID):
+                raise ValueError(f"evidence items must be ids or URIs (text), got {item!r}")
+        items = tuple(str(item) for item in listed)
         for item in items:
             _plain(item, "evidence")
             if not item.strip():
@@ -291,6 +291,17 @@ class MemoryDraft(BaseModel):
     def claim(self) -> Claim:
         """Return what makes two claims identical (see :func:`claim_of`)."""
         return claim_of(self.subject, self.attribute, self.value, self.content)
+
+
+def _listed(given: Any, field: str, what: str) -> list[Any]:
+    """A list field's items (any iterable but text; None for none)."""
+    if given is None:
+        return []
+    if isinstance(given, str | bytes):
+        raise ValueError(f"{field} must be a list of {what}, not one string")
+    if not isinstance(given, Iterable) or isinstance(given, Mapping):
+        raise ValueError(f"{field} must be a list of {what}, got {type(given).__name__}")
+    return list(given)
 
 
 def parse_draft(arguments: dict[str, Any]) -> MemoryDraft:

@@ -8,7 +8,7 @@ so a default ``valid_from`` is exactly the instant the ledger recorded the write
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -105,10 +105,16 @@ def fingerprint(draft: MemoryDraft, supersedes: Sequence[UUID], policy: str) -> 
 def _ids(values: Any) -> tuple[UUID, ...]:
     if isinstance(values, str | UUID):
         values = [values]
+    if not isinstance(values, Iterable) or isinstance(values, bytes | Mapping):
+        raise ValidationError(
+            f"supersedes must be a list of memory ids, got {type(values).__name__}"
+        )
     ids = []
     for value in values:
+        if not isinstance(value, str | UUID):
+            raise ValidationError(f"supersedes: {value!r} is not a memory id (a UUID or its text)")
         try:
-            ids.append(value if isinstance(value, UUID) else UUID(str(value)))
+            ids.append(value if isinstance(value, UUID) else UUID(value))
         except ValueError:
             raise NotFound(f"supersedes: {value!r} is not a memory id") from None
     return tuple(ids)

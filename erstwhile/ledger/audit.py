@@ -28,7 +28,8 @@ from erstwhile.domain.time import LAST_INSTANT, Instant, to_utc
 from erstwhile.domain.views import VerifyReport
 from erstwhile.eventstore import EventFilter, EventLog, open_backend, translated_errors
 from erstwhile.eventstore.log import Restored
-from erstwhile.ledger.core import LedgerCore, check_name
+from erstwhile.ledger.arguments import binary_output, callback, check_name, flag
+from erstwhile.ledger.core import LedgerCore
 from erstwhile.ledger.curation import Curation
 from erstwhile.ledger.reads import Queries, event_data
 from erstwhile.projections.base import Progress
@@ -54,6 +55,7 @@ class Audit(LedgerCore):
         store, and return a read-only ledger over it (close it when done). ``progress``
         is called as ``rebuild`` calls it, while the projections are folded."""
         instant = to_utc(known_at, "known_at")
+        callback(progress, "progress")
         folder = Path(tempfile.mkdtemp(prefix="erstwhile-replay-"))
         try:
             scratch = EventLog(open_backend(f"sqlite:///{folder}/replay.db"), self.log.keyring)
@@ -73,6 +75,9 @@ class Audit(LedgerCore):
                progress: Counter | None = None) -> int:  # fmt: skip
         """Write this namespace's events (or every namespace's) as JSON Lines, content in
         plain text except where it was erased; return how many were written."""
+        binary_output(out)
+        flag(all_namespaces, "all_namespaces")
+        callback(progress, "progress")
         selection = EventFilter(namespace=None if all_namespaces else self.namespace)
         fingerprints = self.log.fingerprints(selection.namespace)
         written = 0
@@ -101,6 +106,8 @@ class Audit(LedgerCore):
         commands could never have written (an event for a memory no earlier line
         asserts, or after its hard forget; a broken supersession link; events out of
         order): the error names the line, and the whole import is one transaction."""
+        lines = _lines(lines)
+        callback(progress, "progress")
         if self.head() != 0:
             raise ValidationError(
                 f"import needs an empty store; this one already holds events (its log "
@@ -176,7 +183,7 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
     """Read the lines into events to restore, each checked against the log before it
     (see :class:`LogCheck`); the last is yielded only once the whole log checks out."""
     check = LogCheck()
-    for number, line in enumerate(_lines(lines), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -193,11 +200,17 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
 
 
 def _lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str]:
+    """The lines, refusing at once an argument that is not a collection of lines, and
+    as it comes a line that is neither bytes nor text."""
     if isinstance(lines, str | bytes) or not isinstance(lines, Iterable):
         raise ValidationError(
             f"lines must be an iterable of exported lines (bytes or text), got "
             f"{type(lines).__name__}"
         )
+    return _typed_lines(lines)
+
+
+def _typed_lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str]:
     for number, line in enumerate(lines, start=1):
         if not isinstance(line, str | bytes | bytearray | memoryview):
             raise ValidationError(

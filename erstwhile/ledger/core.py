@@ -19,15 +19,13 @@ from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 from erstwhile.domain.errors import (
-    NotFound,
     StoreUnavailable,
-    ValidationError,
 )
 from erstwhile.domain.events import (
     Forgotten,
     LedgerEvent,
 )
-from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory, check_text
+from erstwhile.domain.memory import DEFAULT_NAMESPACE, Memory, check_position
 from erstwhile.domain.time import Instant, from_micros, optional_utc, to_utc
 from erstwhile.domain.views import ProjectionStatus
 from erstwhile.eventstore import (
@@ -35,6 +33,15 @@ from erstwhile.eventstore import (
     Sql,
     open_backend,
     translated_errors,
+)
+from erstwhile.ledger.arguments import (
+    as_id,
+    callback,
+    check_name,
+    flag,
+    seconds,
+    stop_event,
+    store_url,
 )
 from erstwhile.projections import (
     MemoriesProjection,
@@ -48,30 +55,11 @@ from erstwhile.projections.reader import MemoryState
 
 Clock = Callable[[], datetime]
 Policy = Literal["propose", "timestamp_wins"]
-MAX_NAME_CHARS = 200
 
 
 def system_clock() -> datetime:
     """The default clock: the current instant in UTC."""
     return datetime.now(UTC)
-
-
-def check_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be non-empty text without NUL bytes")
-    check_text(value, what)
-    if len(value) > MAX_NAME_CHARS:
-        raise ValidationError(f"{what} is longer than {MAX_NAME_CHARS} characters")
-    return value.strip()
-
-
-def as_id(value: UUID | str, what: str = "id") -> UUID:
-    if isinstance(value, UUID):
-        return value
-    try:
-        return UUID(str(value))
-    except ValueError:
-        raise NotFound(f"{what} {value!r} is not a memory id") from None
 
 
 SECRET_PARAMETERS = ("password", "sslpassword", "oauth_client_secret")
@@ -90,15 +78,6 @@ def mask_password(url: str) -> str:
         hidden = "|".join(SECRET_PARAMETERS)
         masked = masked._replace(query=re.sub(rf"(^|&)({hidden})=[^&]*", r"\1\2=***", parts.query))
     return url if masked == parts else urlunsplit(masked)
-
-
-def optional_text(value: str | None, what: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or len(value) > 4096:
-        raise ValidationError(f"{what} must be text under 4096 characters without NUL bytes")
-    check_text(value, what)
-    return value
 
 
 def _default_actor() -> str:
@@ -151,8 +130,11 @@ class LedgerCore:
         processes. Commands that check existing memories (revise, archive, supersedes,
         timestamp_wins) fold the log first, and a forget folds up to itself.
         """
+        store_url(url)
         namespace = check_name(namespace, "namespace")
         actor = check_name(actor if actor is not None else _default_actor(), "actor")
+        callback(clock, "clock")
+        flag(sync_projections, "sync_projections")
         backend = open_backend(url)
         ledger = cls(
             EventLog(backend),
@@ -202,11 +184,12 @@ class LedgerCore:
         """Rebuild projections (all, or the one named) from position 0 of the log, beside
         the live tables, which readers go on reading until the swap. One rebuild runs at
         a time: while another process's runs, ``StoreUnavailable``."""
+        callback(progress, "progress")
         self.runner.rebuild(name, progress)
 
     def get(self, memory_id: UUID | str, *, known_at: Instant | None = None) -> Memory:
         """Return a memory (as known at ``known_at``); ``NotFound`` if unknown or forgotten."""
-        key = as_id(memory_id)
+        key = as_id(memory_id, "memory_id")
         when = optional_utc(known_at, "known_at")
         with translated_errors(), self.log.backend.read() as sql:
             return self.reader.get(sql, key, when)
@@ -221,10 +204,11 @@ class LedgerCore:
         last = self.log.tip(sql).recorded_at
         return now if last is None else max(now, from_micros(last))
 
-    def _state(self, memory_id: UUID | str) -> MemoryState:
+    def _state(self, memory_id: UUID | str, what: str = "memory_id") -> MemoryState:
+        key = as_id(memory_id, what)
         self.runner.catch_up()
         with translated_errors(), self.log.backend.read() as sql:
-            return self.reader.state(sql, as_id(memory_id))
+            return self.reader.state(sql, key)
 
     def _append_one(
         self,
@@ -277,8 +261,10 @@ class LedgerCore:
         """Wait until every projection has applied the log up to ``position`` (default:
         the head now); return the position reached. For readers whose projections a
         follower process maintains."""
+        if position is not None:
+            check_position(position, "position")
+        deadline = time.monotonic() + seconds(timeout, "timeout")
         target = self.head() if position is None else position
-        deadline = time.monotonic() + timeout
         while True:
             lowest, _ = self.runner.lag()
             if lowest >= target:
@@ -293,6 +279,8 @@ class LedgerCore:
     def follow(self, stop: threading.Event | None = None, poll: float = 0.5) -> None:
         """Keep the projections current until ``stop`` is set: apply new events as they
         are committed (LISTEN/NOTIFY on PostgreSQL, polling on SQLite)."""
+        stop_event(stop)
+        seconds(poll, "poll", positive=True)
         stop = stop or threading.Event()
         with translated_errors(), self.log.backend.listener(stop) as wait:
             while not stop.is_set():

@@ -22,7 +22,8 @@ from erstwhile.domain.views import Conflict, Proposal
 from erstwhile.eventstore import (
     translated_errors,
 )
-from erstwhile.ledger.core import LedgerCore, as_id, optional_text
+from erstwhile.ledger.arguments import as_id, label_argument, optional_text
+from erstwhile.ledger.core import LedgerCore
 from erstwhile.projections import (
     recall,
 )
@@ -68,6 +69,7 @@ class Curation(LedgerCore):
     def reject(self, proposal_id: UUID | str, reason: str | None = None) -> None:
         """Reject a proposal for good: the pair is never proposed again, also after a
         rebuild. Rejecting a rejected proposal changes nothing."""
+        reason = optional_text(reason, "reason")
         row = self._proposal(proposal_id)
         if row["status"] == "rejected":
             return
@@ -78,7 +80,7 @@ class Curation(LedgerCore):
         self._append_one(
             ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
                              older_id=UUID(row["older_id"]), newer_id=UUID(row["newer_id"]),
-                             reason=optional_text(reason, "reason")),
+                             reason=reason),
             expect={older.id: older.version},
         )  # fmt: skip
 
@@ -86,6 +88,7 @@ class Curation(LedgerCore):
         """Return each set of live memories that contradict each other, with the
         highest-confidence member and the recommended resolution. Live: current, or
         superseded at an instant still to come (true until then)."""
+        label_argument(subject, "subject")
         # The claims and their memories from one snapshot: a member forgotten meanwhile
         # is then neither half found nor missing.
         with translated_errors(), self.log.backend.read() as sql:
@@ -107,11 +110,12 @@ class Curation(LedgerCore):
 
     def knows(self, later_id: UUID | str, earlier_id: UUID | str) -> bool:
         """Whether ``later_id`` was written knowing ``earlier_id`` (by vector clocks)."""
-        return clock_dominates(self.get(later_id).vector_clock, self.get(earlier_id).vector_clock)
+        later, earlier = as_id(later_id, "later_id"), as_id(earlier_id, "earlier_id")
+        return clock_dominates(self.get(later).vector_clock, self.get(earlier).vector_clock)
 
     def _proposal(self, proposal_id: UUID | str) -> Any:
+        key = as_id(proposal_id, "proposal_id", noun="proposal")
         self.runner.catch_up()
-        key = as_id(proposal_id, "proposal id")
         with translated_errors(), self.log.backend.read() as sql:
             row = recall.proposal_row(sql, self.namespace, key)
         if row is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -11,14 +11,15 @@ from erstwhile.domain.errors import (
     ValidationError,
 )
 from erstwhile.domain.events import Asserted, LedgerEvent
-from erstwhile.domain.memory import Kind, Memory, check_position, check_text
+from erstwhile.domain.memory import Kind, Memory, check_position
 from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.views import History, Hit, LoggedEvent, Rectangle
 from erstwhile.eventstore import (
     EventFilter,
     translated_errors,
 )
-from erstwhile.ledger.core import LedgerCore, as_id
+from erstwhile.ledger.arguments import as_id, flag, label_argument, names
+from erstwhile.ledger.core import LedgerCore
 from erstwhile.projections import (
     recall,
 )
@@ -31,7 +32,7 @@ class Queries(LedgerCore):
     def history(self, memory_id: UUID | str) -> History:
         """Return a memory with what superseded it and what it superseded (one level),
         read in one transaction (forgotten neighbours are left out)."""
-        key = as_id(memory_id)
+        key = as_id(memory_id, "memory_id")
         with translated_errors(), self.log.backend.read() as sql:
             memory = self.reader.get(sql, key)
             successor_ids = [memory.superseded_by] if memory.superseded_by else []
@@ -98,7 +99,7 @@ class Queries(LedgerCore):
         """Stream this namespace's stored events in log order: positions ``(after, until]``,
         instants ``[since, before)``, optionally one memory's or one actor's. A memory
         with no event in this namespace is ``NotFound`` (once the stream reaches its end
-        without one)."""
+        without one); bad arguments are refused at the call, before the stream starts."""
         for name, position in (("after", after), ("until", until)):
             if position is not None:
                 check_position(position, name)
@@ -108,10 +109,13 @@ class Queries(LedgerCore):
             until=until,
             since=optional_utc(since, "since"),
             before=optional_utc(before, "before"),
-            memory_id=as_id(memory_id) if memory_id is not None else None,
+            memory_id=as_id(memory_id, "memory_id") if memory_id is not None else None,
             actor=actor,
             namespace=self.namespace,
         )
+        return self._logged(selection)
+
+    def _logged(self, selection: EventFilter) -> Iterator[LoggedEvent]:
         found = False
         for record, event in self.log.events(selection):
             found = True
@@ -158,9 +162,10 @@ class Queries(LedgerCore):
             raise ValidationError("query must be text without NUL bytes")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError("limit must be an integer from 1 to 1000")
+        flag(include_history, "include_history")
         label_argument(subject, "subject")
         label_argument(attribute, "attribute")
-        entities, kinds = _names(entities, "entities"), _names(kinds, "kinds")
+        entities, kinds = names(entities, "entities"), names(kinds, "kinds")
         for entity in entities or ():
             label_argument(entity, "entities", required=True)
         known = optional_utc(known_at, "known_at")
@@ -189,27 +194,6 @@ class Queries(LedgerCore):
                 Hit(memory=memory, score=h.score, tier=h.tier)
                 for h, memory in zip(raw, memories, strict=True)
             ]
-
-
-def _names(given: Any, field: str) -> list[Any] | None:
-    """A filter's names as a list (any iterable but text), or None when not given."""
-    if given is None:
-        return None
-    if isinstance(given, str | bytes) or not isinstance(given, Iterable):
-        raise ValidationError(f"{field} must be a list of names, got {given!r}")
-    return list(given)
-
-
-def label_argument(value: object, field: str, required: bool = False) -> None:
-    """Refuse a subject, attribute, entity or actor to look up that is not plain
-    non-empty text (``None`` passes unless ``required``)."""
-    if value is None and not required:
-        return
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(
-            f"{field} must be non-empty text" + ("" if required else " when given")
-        )
-    check_text(value, field)
 
 
 def _kind(kind: str) -> Kind:

@@ -35,7 +35,8 @@ from erstwhile.eventstore import (
     Sql,
     translated_errors,
 )
-from erstwhile.ledger.core import LedgerCore, optional_text
+from erstwhile.ledger.arguments import flag, optional_text
+from erstwhile.ledger.core import LedgerCore
 from erstwhile.projections.base import Folded
 from erstwhile.projections.candidates import candidates
 from erstwhile.projections.reader import LATEST, NewLinks, links_from_fold, memories_from_append
@@ -180,7 +181,7 @@ class WriteCommands(LedgerCore):
     ) -> Memory:
         """Assert a memory that supersedes ``older_id`` at ``at``; unset structured fields
         (kind, subject, attribute, value, entities) are copied from the older memory."""
-        target = self._state(older_id)
+        target = self._state(older_id, "older_id")
         if target.memory is None:
             raise SupersessionRefused("not_current", f"memory {target.id} is forgotten")
         older = target.memory
@@ -202,17 +203,14 @@ class WriteCommands(LedgerCore):
 
         Archiving an archived memory changes nothing and returns it.
         """
+        reason = optional_text(reason, "reason")
         target = self._state(memory_id)
         if target.memory is None:
             raise NotFound(f"memory {target.id} was forgotten")
         if target.state is State.ARCHIVED:
             return target.memory
         self._append_one(
-            Archived(
-                originator_id=target.id,
-                originator_version=target.version + 1,
-                reason=optional_text(reason, "reason"),
-            )
+            Archived(originator_id=target.id, originator_version=target.version + 1, reason=reason)
         )
         return self.get(target.id)
 
@@ -227,6 +225,7 @@ class WriteCommands(LedgerCore):
         kind, times, links, actor) and the event remain. Forgetting a forgotten memory is
         a no-op success; a soft forget may be upgraded to hard.
         """
+        hard, reason = flag(hard, "hard"), optional_text(reason, "reason")
         target = self._state(memory_id)
         if target.erased or (target.state is State.FORGOTTEN and not hard):
             return
@@ -241,7 +240,7 @@ class WriteCommands(LedgerCore):
             originator_id=target.id,
             originator_version=target.version + 1,
             hard=hard,
-            reason=optional_text(reason, "reason"),
+            reason=reason,
         )
         position = self._append_one(event, erase=[target.id] if hard else ())
         if not self.sync_projections:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,8 @@ from tests.conftest import OpenLedger, event_count
 from tests.unit.test_memory_input import BAD_INPUTS
 
 Command = Callable[[Ledger, Any, Any], object]
+STOPPED = threading.Event()
+STOPPED.set()
 
 
 @pytest.fixture
@@ -30,15 +34,26 @@ def seeded(open_ledger: OpenLedger) -> tuple[Ledger, Any, Any]:
     return ledger, mine, theirs
 
 
+def answers(ledger: Ledger) -> dict[str, Any]:
+    """The whole log (every namespace) and what the projections answer."""
+    return {
+        "events": event_count(ledger),
+        "log": [e.model_dump() for e in ledger.events()],
+        "facts": ledger.facts("team"),
+        "search": ledger.search("", include_history=True),
+        "conflicts": ledger.conflicts(),
+        "proposals": ledger.proposals(),
+    }
+
+
 def assert_refused(ledger: Ledger, attempt: Callable[[], object], error: type[Exception],
                    match: str | None = None) -> None:  # fmt: skip
-    before_count, before_facts = event_count(ledger), ledger.facts("team")
+    before = answers(ledger)
     with pytest.raises(error, match=match) as refused:
         attempt()
     assert isinstance(refused.value, ErstwhileError)
     assert "\n" not in str(refused.value) and str(refused.value)
-    assert event_count(ledger) == before_count
-    assert ledger.facts("team") == before_facts
+    assert answers(ledger) == before
 
 
 KEYWORD_INPUTS = [(arguments, message) for arguments, message in BAD_INPUTS
@@ -110,6 +125,41 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("events until too large", lambda ledger, mine, theirs: list(ledger.events(until=2**70)), ValidationError, "log position"),
     ("events after negative", lambda ledger, mine, theirs: list(ledger.events(after=-1)), ValidationError, "log position"),
     ("events actor not text", lambda ledger, mine, theirs: list(ledger.events(actor=5)), ValidationError, "actor"),
+    ("conflicts subject not text", lambda ledger, mine, theirs: ledger.conflicts(5), ValidationError, "subject"),
+    ("conflicts subject a list", lambda ledger, mine, theirs: ledger.conflicts(["team"]), ValidationError, "subject"),
+    ("conflicts subject empty", lambda ledger, mine, theirs: ledger.conflicts(""), ValidationError, "subject"),
+    ("conflicts subject with NUL", lambda ledger, mine, theirs: ledger.conflicts("te\x00am"), ValidationError, "subject"),
+    ("get id not an id", lambda ledger, mine, theirs: ledger.get(5), ValidationError, "memory_id"),
+    ("get id a list", lambda ledger, mine, theirs: ledger.get([mine.id]), ValidationError, "memory_id"),
+    ("history id None", lambda ledger, mine, theirs: ledger.history(None), ValidationError, "memory_id"),
+    ("chain id a number", lambda ledger, mine, theirs: ledger.chain(1.5), ValidationError, "memory_id"),
+    ("knows later_id not an id", lambda ledger, mine, theirs: ledger.knows(5, mine.id), ValidationError, "later_id"),
+    ("knows earlier_id not an id", lambda ledger, mine, theirs: ledger.knows(mine.id, None), ValidationError, "earlier_id"),
+    ("events memory_id not an id", lambda ledger, mine, theirs: list(ledger.events(memory_id=5)), ValidationError, "memory_id"),
+    ("revise older_id not an id", lambda ledger, mine, theirs: ledger.revise(5, "x"), ValidationError, "older_id"),
+    ("archive id not an id", lambda ledger, mine, theirs: ledger.archive(5), ValidationError, "memory_id"),
+    ("forget id not an id", lambda ledger, mine, theirs: ledger.forget(b"x"), ValidationError, "memory_id"),
+    ("accept id not an id", lambda ledger, mine, theirs: ledger.accept(5), ValidationError, "proposal_id"),
+    ("reject id not an id", lambda ledger, mine, theirs: ledger.reject(5), ValidationError, "proposal_id"),
+    ("forget hard not a flag", lambda ledger, mine, theirs: ledger.forget(mine.id, hard="no"), ValidationError, "hard"),
+    ("search include_history not a flag", lambda ledger, mine, theirs: ledger.search("team", include_history="no"), ValidationError, "include_history"),
+    ("remember supersedes not a list", lambda ledger, mine, theirs: ledger.remember("x", supersedes=5), ValidationError, "supersedes"),
+    ("remember supersedes item a number", lambda ledger, mine, theirs: ledger.remember("x", supersedes=[5]), ValidationError, "supersedes"),
+    ("export out not a file", lambda ledger, mine, theirs: ledger.export(5), ValidationError, "out"),
+    ("export out a text file", lambda ledger, mine, theirs: ledger.export(io.StringIO()), ValidationError, "binary"),
+    ("export all_namespaces not a flag", lambda ledger, mine, theirs: ledger.export(io.BytesIO(), all_namespaces="no"), ValidationError, "all_namespaces"),
+    ("export progress not callable", lambda ledger, mine, theirs: ledger.export(io.BytesIO(), progress=5), ValidationError, "progress"),
+    ("import lines not lines", lambda ledger, mine, theirs: ledger.import_events(5), ValidationError, "lines"),
+    ("import progress not callable", lambda ledger, mine, theirs: ledger.import_events([], progress=5), ValidationError, "progress"),
+    ("replay progress not callable", lambda ledger, mine, theirs: ledger.replay(mine.recorded_at, progress=5), ValidationError, "progress"),
+    ("rebuild progress not callable", lambda ledger, mine, theirs: ledger.rebuild(progress=5), ValidationError, "progress"),
+    ("wait_for position not a position", lambda ledger, mine, theirs: ledger.wait_for("1"), ValidationError, "position"),
+    ("wait_for position negative", lambda ledger, mine, theirs: ledger.wait_for(-1), ValidationError, "position"),
+    ("wait_for timeout not a number", lambda ledger, mine, theirs: ledger.wait_for(timeout="1"), ValidationError, "timeout"),
+    ("wait_for timeout NaN", lambda ledger, mine, theirs: ledger.wait_for(timeout=float("nan")), ValidationError, "timeout"),
+    ("follow stop not an event", lambda ledger, mine, theirs: ledger.follow(stop=5), ValidationError, "stop"),
+    ("follow poll not a number", lambda ledger, mine, theirs: ledger.follow(stop=STOPPED, poll="1"), ValidationError, "poll"),
+    ("follow poll zero", lambda ledger, mine, theirs: ledger.follow(stop=STOPPED, poll=0), ValidationError, "poll"),
 ]  # fmt: skip
 
 
@@ -131,6 +181,66 @@ def test_commands_refuse_bad_arguments(
 def test_open_refuses_bad_names(store_url: str, options: dict[str, str]) -> None:
     with pytest.raises(ValidationError):
         Ledger.open(store_url, **options)  # type: ignore[arg-type]
+
+
+def store_made(url: str) -> bool:
+    """Whether anything of the store a URL names exists: the SQLite file, or the schema."""
+    if url.startswith("sqlite:///"):
+        return Path(url.removeprefix("sqlite:///")).exists()
+    parts = urlsplit(url)
+    schema = parts.query.removeprefix("schema=")
+    with psycopg.connect(urlunsplit(parts._replace(query=""))) as connection:
+        found = connection.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s", (schema,)
+        ).fetchone()
+    return found != (0,)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [({"clock": 5}, "clock"), ({"clock": "2026-01-01T00:00:00Z"}, "clock"),
+     ({"sync_projections": "no"}, "sync_projections"), ({"url": 5}, "url"),
+     ({"url": b"ledger.db"}, "url")],
+)  # fmt: skip
+def test_open_refuses_arguments_of_the_wrong_type_before_making_a_store(
+    store_url: str, options: dict[str, Any], named: str
+) -> None:
+    """A clock that cannot be called failed at the first write, a truthy string for
+    sync_projections meant True, a number for the URL was a raw TypeError."""
+    arguments = {"url": store_url} | options
+    with pytest.raises(ValidationError, match=named) as refused:
+        Ledger.open(**arguments)
+    assert "\n" not in str(refused.value)
+    assert not store_made(store_url)
+
+
+def test_events_refuses_bad_arguments_at_the_call(seeded: tuple[Ledger, Any, Any]) -> None:
+    """Not only once the stream is read: a stream kept for later fails where it was made."""
+    ledger, _, _ = seeded
+    for arguments, named in [({"memory_id": 5}, "memory_id"), ({"after": -1}, "after"),
+                             ({"since": "July"}, "since"), ({"actor": 5}, "actor")]:  # fmt: skip
+        with pytest.raises(ValidationError, match=named):
+            ledger.events(**arguments)
+
+
+def test_arguments_are_checked_before_a_no_op(seeded: tuple[Ledger, Any, Any]) -> None:
+    """Archiving an archived memory, forgetting a forgotten one and rejecting a rejected
+    proposal change nothing, but a bad argument to them is still refused, not ignored."""
+    ledger, mine, _ = seeded
+    ledger.remember("The team uses Neon", subject="team", attribute="database", value="Neon",
+                    valid_from="2026-05-01T00:00:00Z")  # fmt: skip
+    (proposal,) = ledger.proposals()
+    ledger.reject(proposal.id)
+    ledger.archive(mine.id)
+    gone = ledger.remember("A typo", subject="team")
+    ledger.forget(gone.id)
+    for attempt, named in [
+        (lambda: ledger.archive(mine.id, reason=5), "reason"),
+        (lambda: ledger.forget(gone.id, reason=["why"]), "reason"),
+        (lambda: ledger.forget(gone.id, hard=0), "hard"),
+        (lambda: ledger.reject(proposal.id, reason=5), "reason"),
+    ]:
+        assert_refused(ledger, attempt, ValidationError, named)
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,14 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "evidence": ["\ud800"]}, "surrogate"),
     ({"content": "x", "valid_from": "9999-12-31T23:00:00-05:00"}, "years 1 to 9999"),
     ({"content": "x", "occurred_at": "0001-01-01T00:00:00+01:00"}, "years 1 to 9999"),
+    # Arguments of the wrong type, named (not a raw TypeError, nor silently converted).
+    ({"content": b"The team uses Neon"}, "content: Input should be a valid string"),
+    ({"content": "x", "subject": b"team"}, "subject: Input should be a valid string"),
+    ({"content": "x", "extractor_id": b"model-1"}, "extractor_id: Input should be a valid string"),
+    ({"content": "x", "entities": 5}, "entities must be a list of names, got int"),
+    ({"content": "x", "entities": {"Berlin": 1}}, "entities must be a list of names, got dict"),
+    ({"content": "x", "evidence": 5}, "evidence must be a list of ids or URIs, got int"),
+    ({"content": "x", "evidence": [5]}, "evidence items must be ids or URIs"),
 ]
 
 
