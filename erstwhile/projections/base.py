@@ -7,11 +7,14 @@ each projection exactly at some position it fully applied: exactly-once.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from functools import cache
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.domain.events import LedgerEvent
@@ -28,6 +31,9 @@ CLAIM = "#rebuild"
 (µs, by the database's clock) its claim lapses unless renewed."""
 CLAIM_OWNER = "#rebuild-owner"
 """The registry row whose ``version`` is the running rebuild's token."""
+CLAIM_PROCESS = "#rebuild-process"
+"""The registry row whose ``version`` says which process runs the rebuild: its host's
+boot (see :func:`this_process`) and its process id."""
 CLAIM_SECONDS = 120.0
 """How long a rebuild's claim holds unrenewed (a build renews it every second)."""
 CLAIM_POLL_SECONDS = 0.2
@@ -364,19 +370,24 @@ class ProjectionRunner:
 
         Two builds in the shadow tables at once would undo each other's work (each
         starts them afresh) and mix their deferred writes, so one build runs at a time.
-        The claim is two rows of the registry: when it lapses (µs, by the database's
-        clock) and whose it is (a random token). A rebuild finding another's claim alive
-        is refused; a schema change waits for it, then finds its projections at their
-        new versions if that build was its own (None), or takes the claim once it is
-        released or has lapsed (a build that died). The build renews it as it goes and
-        checks it is still its own before every renewal and in its swap."""
+        The claim is three rows of the registry: when it lapses (µs, by the database's
+        clock), whose it is (a random token) and which process runs it. A rebuild
+        finding another's claim alive is refused; a schema change waits for it, then
+        finds its projections at their new versions if that build was its own (None),
+        or takes the claim once it is released, has lapsed (a build that died) or names
+        a process of this host that is gone (see :func:`died`). The build renews it as
+        it goes and checks it is still its own before every renewal and in its swap."""
         while True:
             with translated_errors(), self.backend.write() as sql:
                 recorded = self._recorded_versions(sql)
                 if changed is not None and all(recorded.get(p.name) == p.version for p in changed):
                     return None
                 lapses = recorded.get(CLAIM)
-                if lapses is None or lapses <= self.backend.clock_micros(sql):
+                if (
+                    lapses is None
+                    or lapses <= self.backend.clock_micros(sql)
+                    or died(recorded.get(CLAIM_PROCESS))
+                ):
                     token = secrets.randbits(62)
                     self._write_claim(sql, token)
                     return token
@@ -401,7 +412,7 @@ class ProjectionRunner:
         lapses = self.backend.clock_micros(sql) + int(CLAIM_SECONDS * 1_000_000)
         sql.executemany(
             "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
-            [(CLAIM, lapses), (CLAIM_OWNER, token)],
+            [(CLAIM, lapses), (CLAIM_OWNER, token), (CLAIM_PROCESS, this_process())],
         )
 
     def _owner(self, sql: Sql) -> int | None:
@@ -409,7 +420,10 @@ class ProjectionRunner:
 
     @staticmethod
     def _drop_claim(sql: Sql) -> None:
-        sql.execute("DELETE FROM erstwhile_projections WHERE name IN (?, ?)", (CLAIM, CLAIM_OWNER))
+        sql.execute(
+            "DELETE FROM erstwhile_projections WHERE name IN (?, ?, ?)",
+            (CLAIM, CLAIM_OWNER, CLAIM_PROCESS),
+        )
 
     def _renewing(self, token: int, progress: Progress | None) -> Progress:
         """``progress``, renewing the rebuild claim as the build goes (at most once a
@@ -486,6 +500,43 @@ class ProjectionRunner:
             "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
             (projection.name, projection.version),
         )
+
+
+PID_BITS = 22
+"""Process ids fit in 22 bits on Linux (``pid_max`` is at most 2**22)."""
+
+
+@cache
+def this_boot() -> int:
+    """40 bits of this host's boot id (0 where the system gives none): a process id
+    means something only to processes of the same host since the same boot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as file:
+            boot = file.read().strip()
+    except OSError:
+        return 0
+    return int.from_bytes(hashlib.sha256(boot).digest()[:5], "big") or 1
+
+
+def this_process() -> int:
+    """The rebuild claim's process row: this host's boot and this process's id."""
+    return (this_boot() << PID_BITS) | (os.getpid() & ((1 << PID_BITS) - 1))
+
+
+def died(process: int | None) -> bool:
+    """Whether the process a claim names is known to be gone: it ran on this host since
+    this boot and no process has its id any more (a rebuild killed outright, whose claim
+    would otherwise hold until it lapses). Anything uncertain counts as alive: another
+    host, an unknown boot, an id taken again by another process."""
+    if not process or not this_boot() or process >> PID_BITS != this_boot():
+        return False
+    try:
+        os.kill(process & ((1 << PID_BITS) - 1), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: it exists
+        return False
+    return False
 
 
 class LostClaim(StoreUnavailable):

@@ -456,6 +456,56 @@ def test_one_rebuild_runs_at_a_time_and_a_dead_ones_claim_lapses(
     assert ledger.runner.versions()["#rebuild-owner"] == 7  # the other's claim stays
 
 
+STALLED_REBUILD = """
+import sys, time
+from erstwhile import Ledger
+with Ledger.open(sys.argv[1], namespace="acme", actor="rebuilder") as ledger:
+    ledger.rebuild(progress=lambda *_: time.sleep(3600))
+"""
+
+
+def test_a_rebuild_killed_outright_leaves_no_claim_that_blocks_the_next(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    """A rebuild's claim holds for two minutes unrenewed, but one whose process is
+    known to be gone (same host, same boot, no such process) is taken over at once."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 300)
+    rows = dump(ledger)
+    process = subprocess.Popen([sys.executable, "-c", STALLED_REBUILD, store_url])
+    try:
+        deadline = time.monotonic() + 60
+        while "#rebuild-owner" not in ledger.runner.versions():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        claimed = ledger.runner.versions()["#rebuild-process"]
+        assert claimed & ((1 << 22) - 1) == process.pid
+        with pytest.raises(StoreUnavailable, match="another process is rebuilding"):
+            ledger.rebuild()  # alive: refused
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+    started = time.monotonic()
+    ledger.rebuild()  # gone: taken over at once, not after the claim's two minutes
+    assert time.monotonic() - started < 60
+    assert dump(ledger) == rows
+    assert not {"#rebuild", "#rebuild-owner", "#rebuild-process"} & set(ledger.runner.versions())
+
+
+def test_a_claim_from_another_host_or_boot_waits_for_its_lapse(open_ledger: OpenLedger) -> None:
+    """A process id says nothing about a process of another host: such a claim holds."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 20)
+    elsewhere = (12345 << 22) | 4_000_000  # another boot's process, surely no pid here
+    with ledger.log.backend.write() as sql:
+        sql.executemany("INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)", [
+            ("#rebuild", int((time.time() + 60) * 1_000_000)), ("#rebuild-owner", 1),
+            ("#rebuild-process", elsewhere),
+        ])  # fmt: skip
+    with pytest.raises(StoreUnavailable, match="another process is rebuilding"):
+        ledger.rebuild()
+
+
 def test_a_follower_keeps_projections_current(open_ledger: OpenLedger) -> None:
     writer = open_ledger(namespace="acme", sync_projections=False, clock=None)
     reader = open_ledger(namespace="acme", clock=None)
