@@ -14,7 +14,7 @@ from uuid import UUID, uuid5
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from erstwhile.domain.memory import Kind, normalise_label
+from erstwhile.domain.memory import Kind, normalise_entities
 
 
 class LedgerEvent(BaseModel):
@@ -62,7 +62,7 @@ class Asserted(LedgerEvent):
     def _compared_entities(cls, entities: tuple[str, ...]) -> tuple[str, ...]:
         """Entities in their comparison form as it is now: one written before labels
         were composed (NFC) is read composed, so it meets the same name typed either way."""
-        return tuple(dict.fromkeys(normalise_label(entity) for entity in entities))
+        return tuple(normalise_entities(entities))
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:

@@ -26,6 +26,10 @@ from erstwhile.domain.time import Window, optional_utc
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_METADATA_BYTES = 16 * 1024
 MAX_LABEL_CHARS = 1024
+MAX_LABEL_KEY_BYTES = 768
+"""A label's comparison form, in UTF-8: indexes hold it beside a namespace and another
+label, and PostgreSQL's B-tree refuses an index row over 2,704 bytes (1,024 characters
+of CJK text are 3,072 bytes)."""
 DEFAULT_NAMESPACE = "default"
 
 
@@ -61,9 +65,22 @@ def normalise_label(text: str) -> str:
     and composed (NFC), so ``Müller`` is one subject whether its ``ü`` was typed as one
     character or as ``u`` and a combining diaeresis (as search reads words).
 
+    Decomposed before case-folding (Unicode's canonical caseless match): a mark that
+    folds into a letter (U+0345, the iota subscript, folds to U+03B9) then stays where
+    composition would have put it, so every canonically equal spelling gives one label.
+
     Cached: a write and its fold normalise the same few labels several times each.
     """
-    return unicodedata.normalize("NFC", " ".join(text.split()).casefold())
+    folded = unicodedata.normalize("NFD", " ".join(text.split())).casefold()
+    return unicodedata.normalize("NFC", folded)
+
+
+def _fits_an_index(label: str, what: str) -> None:
+    """Refuse a label whose comparison form is over :data:`MAX_LABEL_KEY_BYTES`."""
+    if len(normalise_label(label).encode("utf-8")) > MAX_LABEL_KEY_BYTES:
+        raise ValueError(
+            f"{what} is longer than {MAX_LABEL_KEY_BYTES} bytes in UTF-8 once normalised"
+        )
 
 
 def normalise_entities(entities: Iterable[str]) -> list[str]:
@@ -222,6 +239,8 @@ class MemoryDraft(BaseModel):
                 raise ValueError(f"{info.field_name} must not be blank (leave it out instead)")
             if len(text) > MAX_LABEL_CHARS:
                 raise ValueError(f"{info.field_name} is longer than {MAX_LABEL_CHARS} characters")
+            if info.field_name != "extractor_id":
+                _fits_an_index(text, str(info.field_name))
         return text
 
     @field_validator("entities", mode="before")
@@ -230,6 +249,7 @@ class MemoryDraft(BaseModel):
         names = normalise_entities(_listed(entities, "entities", "names"))
         for name in names:
             _plain(name, "entities")
+            _fits_an_index(name, "an entity")
         return tuple(names)
 
     @field_validator("evidence", mode="before")

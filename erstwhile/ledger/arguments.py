@@ -31,7 +31,8 @@ def as_id(value: object, what: str = "memory_id", noun: str = "memory") -> UUID:
     """Return a memory (or proposal) id given as a UUID or its text. Text that is no
     UUID names nothing: ``NotFound``; a value of another type is ``ValidationError``."""
     if isinstance(value, UUID):
-        return value
+        # A subclass as a plain UUID: drivers adapt the type itself, not its subclasses.
+        return value if type(value) is UUID else UUID(int=value.int)
     if not isinstance(value, str):
         raise ValidationError(f"{what} must be a {noun} id (a UUID or its text), got "
                               f"{_kind_of(value)} {value!r}")  # fmt: skip

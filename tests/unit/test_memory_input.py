@@ -100,6 +100,10 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "subject": b"team"}, "subject: Input should be a valid string"),
     ({"content": "x", "extractor_id": b"model-1"}, "extractor_id: Input should be a valid string"),
     ({"content": "x", "entities": 5}, "entities must be a list of names, got int"),
+    # Within 1,024 characters, but over what PostgreSQL's B-tree takes in an index row.
+    ({"content": "x", "subject": "漢" * 300}, "subject is longer than 768 bytes"),
+    ({"content": "x", "attribute": "é" * 400}, "attribute is longer than 768 bytes"),
+    ({"content": "x", "entities": ["ok", "漢" * 5000]}, "an entity is longer than 768 bytes"),
     ({"content": "x", "entities": {"Berlin": 1}}, "entities must be a list of names, got dict"),
     ({"content": "x", "evidence": 5}, "evidence must be a list of ids or URIs, got int"),
     ({"content": "x", "evidence": [5]}, "evidence items must be ids or URIs"),
