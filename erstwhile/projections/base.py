@@ -338,12 +338,21 @@ class ProjectionRunner:
                     projection.drop(shadow.wrap(sql))
                     projection.create(shadow.wrap(sql))
                     self.backend.reset_tracking(sql, builder._tracking_name(projection))
-            builder.catch_up(progress=self._renewing(claim, progress))
+            # A build of some projections reads the live tables of the others (proposals
+            # reads the versions as known at each event): they must be caught up at least
+            # as far as the build folds, here and again under the swap's lock. (Only the
+            # others: a chosen one's live tables may be of an older schema.)
+            others = [p for p in self.projections if p not in chosen]
+            live = ProjectionRunner(self.log, others, self.batch) if others else None
+            reached = live.catch_up() if live else None
+            builder.catch_up(until=reached, progress=self._renewing(claim, progress))
             builder.finish_catching_up()
             for attempt in range(SWAP_ATTEMPTS):
                 try:
                     with translated_errors(), self.backend.write() as sql:
                         self._hold_claim(sql, claim)
+                        if live:
+                            live.fold_to_tip(sql)
                         builder.fold_to_tip(sql)
                         self._swap(sql, builder, chosen, schema_changed)
                         self._drop_claim(sql)

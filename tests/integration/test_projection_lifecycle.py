@@ -244,12 +244,12 @@ def test_labels_stored_by_older_code_are_composed_at_open(
     """A store whose keys and entities older code kept decomposed as typed gets them
     composed at its next opening: the events' entities as they are read, the keys by
     the projections' new versions."""
-    from erstwhile.domain import bar, events, memory
+    from erstwhile.domain import bar, memory
     from erstwhile.projections import memories, reader, recall
 
     subject, entity = "Frau Mu\u0308ller", "Zoe\u0308"
     with monkeypatch.context() as older:
-        for module in (bar, events, memory, memories, reader, recall):
+        for module in (bar, memory, memories, reader, recall):
             older.setattr(module, "normalise_label", label_by_older_code)
         for projection in (MemoriesProjection, VersionsProjection, ProposalsProjection):
             older.setattr(projection, "version", projection.version - 1)
@@ -454,6 +454,27 @@ def test_one_rebuild_runs_at_a_time_and_a_dead_ones_claim_lapses(
         ledger.rebuild(progress=taken_over)
     assert dump(ledger) == rows  # nothing swapped in
     assert ledger.runner.versions()["#rebuild-owner"] == 7  # the other's claim stays
+
+
+@pytest.mark.parametrize("policy", ["propose", "timestamp_wins"])
+def test_rebuilding_one_projection_reads_the_others_caught_up(
+    open_ledger: OpenLedger, policy: str
+) -> None:
+    """Proposals are found through the versions as known at each assertion: a rebuild of
+    proposals alone, while the live versions lag the log (a writer that does not fold),
+    must fold against them caught up, or it misses proposals or makes stale ones."""
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    reader = open_ledger(namespace="acme")
+    older = writer.remember("The team uses Supabase", subject="team", attribute="database",
+                            value="Supabase", valid_from=MAR)  # fmt: skip
+    newer = writer.remember("The team moved to AWS", subject="team", attribute="database",
+                            value="AWS", valid_from=JUL, policy=policy)  # fmt: skip
+    reader.rebuild("proposals")
+    reader.remember("unrelated", subject="other")
+    rebuilt = [(p.older_id, p.newer_id) for p in reader.proposals()]
+    assert rebuilt == ([(older.id, newer.id)] if policy == "propose" else [])
+    reader.rebuild()
+    assert [(p.older_id, p.newer_id) for p in reader.proposals()] == rebuilt
 
 
 STALLED_REBUILD = """
