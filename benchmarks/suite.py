@@ -156,7 +156,7 @@ def workloads() -> dict[str, Workload]:
 
     ``proposal`` writes into the shared data sets, so it runs after the reads.
     """
-    from benchmarks import conflicts, lineage, reads, rebuild, search, transfer, writes
+    from benchmarks import audit, conflicts, lineage, reads, rebuild, search, writes
 
     return {
         "remember": writes.remember_latency,
@@ -168,7 +168,7 @@ def workloads() -> dict[str, Workload]:
         "conflicts": conflicts.conflicts_reports,
         "proposal": writes.proposal_check,
         "rebuild": rebuild.rebuild_rate,
-        "transfer": transfer.transfer_rates,
+        "audit": audit.audit_rates,
     }
 
 

@@ -1,6 +1,6 @@
-"""Audit and transfer: ``export`` and ``verify`` of the rebuild data set's log, against
-reading that log raw; ``import_events`` of its export into an empty store, against raw
-``executemany`` of the same lines into a plain table, one transaction each."""
+"""Audit and transfer: ``export``, ``verify`` and ``replay`` of the rebuild data set's
+log, against reading that log raw; ``import_events`` of its export into an empty store,
+against raw ``executemany`` of the same lines into a plain table, one transaction each."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ ROUNDS = 3
 """Rounds taken in turns with the baselines; the medians are reported."""
 
 
-def transfer_rates(context: Context) -> list[Result]:
-    """Time ``export``, ``verify`` and ``import_events`` of the rebuild data set, each
-    taking turns with its raw baseline; return the medians in events per second."""
+def audit_rates(context: Context) -> list[Result]:
+    """Time ``export``, ``verify``, ``replay`` (as known at the end of the load's third
+    round) and ``import_events`` of the rebuild data set, each taking turns with its raw
+    baseline; return the medians in events per second."""
     (memories,) = context.sizes([context.preset.rebuild_size])
     dataset = context.dataset(memories)
     ledger, events = dataset.ledger, dataset.ledger.head()
@@ -39,8 +40,19 @@ def transfer_rates(context: Context) -> list[Result]:
         if not report.ok or report.checked != events:
             raise RuntimeError(f"verify checked {report.checked} of {events}: {report}")
 
-    reads, exports, verifies = interleaved(
-        [read, lambda _: ledger.export(io.BytesIO()), verify], range(ROUNDS)
+    known_at = dataset.marks[2]
+    with ledger.replay(known_at) as past:
+        replayed = past.head()
+    if not 0 < replayed < events:
+        raise RuntimeError(f"a replay as known at the third round holds {replayed} events")
+
+    def replay(_: int) -> None:
+        with ledger.replay(known_at) as past:
+            if past.head() != replayed:
+                raise RuntimeError(f"replayed {past.head()} events of {replayed}")
+
+    reads, exports, verifies, replays = interleaved(
+        [read, lambda _: ledger.export(io.BytesIO()), verify, replay], range(ROUNDS)
     )
     targets = [context.scratch.open_ledger(f"import_{i}") for i in range(ROUNDS)]
     raws = [context.scratch.raw(f"raw_import_{i}") for i in range(ROUNDS)]
@@ -58,13 +70,19 @@ def transfer_rates(context: Context) -> list[Result]:
             raw.close()
     size = f"{events:,} events (@{label(memories)})"
 
-    def result(what: str, ours: list[int], theirs: list[int], baseline: str) -> Result:
-        ours_rate, their_rate = rate(events, int(median(ours))), rate(events, int(median(theirs)))
-        return Result(f"{what}, {size}", context.backend, ours_rate, their_rate, "events/s",
-                      baseline, "transfer")  # fmt: skip
+    def result(what: str, count: int, ours: list[int], theirs: list[int], baseline: str) -> Result:
+        ours_rate, their_rate = rate(count, int(median(ours))), rate(events, int(median(theirs)))
+        return Result(what, context.backend, ours_rate, their_rate, "events/s", baseline, "audit")
 
     return [
-        result("export", exports, reads, RAW_READ),
-        result("verify", verifies, reads, RAW_READ),
-        result("import", imports, inserts, RAW_INSERT),
+        result(f"export, {size}", events, exports, reads, RAW_READ),
+        result(f"verify, {size}", events, verifies, reads, RAW_READ),
+        result(
+            f"replay as known after 3 of 5 rounds, {replayed:,} events",
+            replayed,
+            replays,
+            reads,
+            RAW_READ,
+        ),
+        result(f"import, {size}", events, imports, inserts, RAW_INSERT),
     ]
