@@ -56,6 +56,10 @@ class Projection(ABC):
     version: int = 1
     tables: tuple[str, ...] = ()
     """Every table the projection owns: what a shadow rebuild builds beside and swaps."""
+    reads: tuple[str, ...] = ()
+    """The other projections whose tables this one reads as it folds: a rebuild of any
+    of them rebuilds this one too, so it reads them as far as it has folded, never a
+    table being rebuilt (or of an older schema) behind it."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
@@ -327,6 +331,7 @@ class ProjectionRunner:
         """Build ``chosen`` beside the live tables and swap them in (see :meth:`rebuild`).
         After a schema change the new tables replace the old ones whole, whatever their
         columns; otherwise their rows are swapped in (see :meth:`Backend.swap_table`)."""
+        chosen = self._with_readers(chosen)
         claim = self._claim(chosen if schema_changed else None)
         if claim is None:
             return
@@ -338,14 +343,14 @@ class ProjectionRunner:
                     projection.drop(shadow.wrap(sql))
                     projection.create(shadow.wrap(sql))
                     self.backend.reset_tracking(sql, builder._tracking_name(projection))
-            # A build of some projections reads the live tables of the others (proposals
-            # reads the versions as known at each event): they must be caught up at least
-            # as far as the build folds, here and again under the swap's lock. (Only the
-            # others: a chosen one's live tables may be of an older schema.)
+            # A projection reads the others' tables as known at each event (proposals
+            # read the versions): those not rebuilt here must be caught up at least as far
+            # as the build folds, before it, at each retry and under the swap's lock. Those
+            # rebuilt here are read in the shadow, at the build's own position.
             others = [p for p in self.projections if p not in chosen]
             live = ProjectionRunner(self.log, others, self.batch) if others else None
-            reached = live.catch_up() if live else None
-            builder.catch_up(until=reached, progress=self._renewing(claim, progress))
+            renewing = self._renewing(claim, progress)
+            builder.catch_up(until=live.catch_up() if live else None, progress=renewing)
             builder.finish_catching_up()
             for attempt in range(SWAP_ATTEMPTS):
                 try:
@@ -365,7 +370,7 @@ class ProjectionRunner:
                     if attempt == SWAP_ATTEMPTS - 1:
                         raise
                     time.sleep(0.05 * (attempt + 1))
-                    builder.catch_up()
+                    builder.catch_up(until=live.catch_up() if live else None)
         except LostClaim:
             raise
         except BaseException:
@@ -480,6 +485,12 @@ class ProjectionRunner:
         """The name ``table`` has while this runner builds it."""
         return self.shadow.renames[table] if self.shadow else table
 
+    def _with_readers(self, chosen: list[Projection]) -> list[Projection]:
+        """``chosen`` and every projection that reads one of them (see
+        :attr:`Projection.reads`), in the runner's order (what is read comes first)."""
+        names = {p.name for p in chosen}
+        return [p for p in self.projections if p.name in names or names & set(p.reads)]
+
     def _chosen(self, name: str | None) -> list[Projection]:
         chosen = [p for p in self.projections if name is None or p.name == name]
         if not chosen:
@@ -517,14 +528,18 @@ PID_BITS = 22
 
 @cache
 def this_boot() -> int:
-    """40 bits of this host's boot id (0 where the system gives none): a process id
-    means something only to processes of the same host since the same boot."""
+    """40 bits of this host's boot id and this process's PID namespace (0 where the
+    system gives neither): a process id means something only to processes of the same
+    host, since the same boot, in the same namespace (two containers on one host share
+    the boot, not the process ids)."""
     try:
         with open("/proc/sys/kernel/random/boot_id", "rb") as file:
             boot = file.read().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return 0
-    return int.from_bytes(hashlib.sha256(boot).digest()[:5], "big") or 1
+    digest = hashlib.sha256(boot + b"/" + str(namespace).encode()).digest()
+    return int.from_bytes(digest[:5], "big") or 1
 
 
 def this_process() -> int:
@@ -539,13 +554,25 @@ def died(process: int | None) -> bool:
     host, an unknown boot, an id taken again by another process."""
     if not process or not this_boot() or process >> PID_BITS != this_boot():
         return False
+    pid = process & ((1 << PID_BITS) - 1)
     try:
-        os.kill(process & ((1 << PID_BITS) - 1), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except OSError:  # another user's process: it exists
         return False
-    return False
+    return _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether the process has exited and waits only for its parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return False
+    # "pid (command) state ...": the command may hold spaces and parentheses.
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
 
 
 class LostClaim(StoreUnavailable):

@@ -30,6 +30,7 @@ class ProposalsProjection(Projection):
     version = 4  # 2: no proposal pairs with an erased memory; 3: 1 and 1.0 are one value;
     # 4: labels typed composed or decomposed are one (NFC)
     tables = ("proposals",)
+    reads = ("memories", "memory_versions")  # the candidates, as known at each assertion
 
     def create(self, sql: Sql) -> None:
         sql.execute(

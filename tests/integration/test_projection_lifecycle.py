@@ -13,6 +13,7 @@ import threading
 import time
 import unicodedata
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from erstwhile.eventstore.backend import PassingSql
 from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
 from erstwhile.projections import (
     MemoriesProjection,
+    ProjectionRunner,
     ProposalsProjection,
     SearchProjection,
     VersionsProjection,
@@ -456,25 +458,86 @@ def test_one_rebuild_runs_at_a_time_and_a_dead_ones_claim_lapses(
     assert ledger.runner.versions()["#rebuild-owner"] == 7  # the other's claim stays
 
 
-@pytest.mark.parametrize("policy", ["propose", "timestamp_wins"])
+@pytest.mark.parametrize(
+    ("rebuilt", "policy"),
+    [("proposals", "propose"), ("proposals", "timestamp_wins"), ("memories", "propose"),
+     ("memory_versions", "propose"), ("search", "propose")],
+)  # fmt: skip
 def test_rebuilding_one_projection_reads_the_others_caught_up(
-    open_ledger: OpenLedger, policy: str
+    open_ledger: OpenLedger, rebuilt: str, policy: str
 ) -> None:
-    """Proposals are found through the versions as known at each assertion: a rebuild of
-    proposals alone, while the live versions lag the log (a writer that does not fold),
-    must fold against them caught up, or it misses proposals or makes stale ones."""
+    """Proposals are found through the versions and memories as known at each
+    assertion: a rebuild of some projections, while the others lag the log (a writer
+    that does not fold), must fold proposals against them caught up, or against the
+    rebuilt ones at the build's own position, or it misses proposals for good."""
     writer = open_ledger(namespace="acme", sync_projections=False)
     reader = open_ledger(namespace="acme")
     older = writer.remember("The team uses Supabase", subject="team", attribute="database",
                             value="Supabase", valid_from=MAR)  # fmt: skip
     newer = writer.remember("The team moved to AWS", subject="team", attribute="database",
                             value="AWS", valid_from=JUL, policy=policy)  # fmt: skip
-    reader.rebuild("proposals")
+    reader.rebuild(rebuilt)
     reader.remember("unrelated", subject="other")
     rebuilt = [(p.older_id, p.newer_id) for p in reader.proposals()]
     assert rebuilt == ([(older.id, newer.id)] if policy == "propose" else [])
     reader.rebuild()
     assert [(p.older_id, p.newer_id) for p in reader.proposals()] == rebuilt
+
+
+def test_a_schema_change_of_what_proposals_read_rebuilds_them_too(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new version of the versions projection, met at an opening while a writer that
+    does not fold has left the projections behind: proposals are folded again with it,
+    against its new tables, not against the old ones left behind."""
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    older = writer.remember("The team uses Supabase", subject="team", attribute="database",
+                            value="Supabase", valid_from=MAR)  # fmt: skip
+    newer = writer.remember("The team moved to AWS", subject="team", attribute="database",
+                            value="AWS", valid_from=JUL)  # fmt: skip
+    monkeypatch.setattr(VersionsProjection, "version", VersionsProjection.version + 1)
+    reopened = open_ledger(namespace="acme")
+    assert [(p.older_id, p.newer_id) for p in reopened.proposals()] == [(older.id, newer.id)]
+    rows = dump(reopened)
+    reopened.rebuild()
+    assert dump(reopened) == rows
+
+
+def test_a_retried_swap_catches_the_others_up_again(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A swap that fails (a lock timeout, say) is retried after folding what was written
+    meanwhile: the projections a partial build reads are caught up first then too."""
+    from erstwhile.projections import base
+
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    reader = open_ledger(namespace="acme")
+    seed(reader, 20)
+    swap, written = ProjectionRunner._swap, []
+
+    def busy_once(self: ProjectionRunner, *args: Any) -> None:
+        if not written:
+            raise StoreUnavailable("the store is busy")
+        swap(self, *args)
+
+    class Backoff:
+        """The rebuild's clock, but its wait before a retry is spent writing."""
+
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            if not written:
+                written.append(writer.remember("The team uses Supabase", subject="team",
+                               attribute="database", value="Supabase", valid_from=MAR))  # fmt: skip
+                written.append(writer.remember("The team moved to AWS", subject="team",
+                               attribute="database", value="AWS", valid_from=JUL))  # fmt: skip
+
+    monkeypatch.setattr(ProjectionRunner, "_swap", busy_once)
+    monkeypatch.setattr(base, "time", Backoff)
+    reader.rebuild("proposals")
+    older, newer = written
+    assert [(p.older_id, p.newer_id) for p in reader.proposals()] == [(older.id, newer.id)]
 
 
 STALLED_REBUILD = """
@@ -503,12 +566,15 @@ def test_a_rebuild_killed_outright_leaves_no_claim_that_blocks_the_next(
         assert claimed & ((1 << 22) - 1) == process.pid
         with pytest.raises(StoreUnavailable, match="another process is rebuilding"):
             ledger.rebuild()  # alive: refused
-    finally:
         os.kill(process.pid, signal.SIGKILL)
+        while not Path(f"/proc/{process.pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+            time.sleep(0.01)  # killed, not yet reaped by its parent (this test)
+        started = time.monotonic()
+        ledger.rebuild()  # gone: taken over at once, not after the claim's two minutes
+        assert time.monotonic() - started < 60
+    finally:
+        process.kill()
         process.wait(timeout=10)
-    started = time.monotonic()
-    ledger.rebuild()  # gone: taken over at once, not after the claim's two minutes
-    assert time.monotonic() - started < 60
     assert dump(ledger) == rows
     assert not {"#rebuild", "#rebuild-owner", "#rebuild-process"} & set(ledger.runner.versions())
 
