@@ -182,8 +182,9 @@ class LedgerCore:
 
     def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
         """Rebuild projections (all, or the one named) from position 0 of the log, beside
-        the live tables, which readers go on reading until the swap. One rebuild runs at
-        a time: while another process's runs, ``StoreUnavailable``."""
+        the live tables, which readers go on reading until the swap. ``proposals`` reads
+        ``memories`` and ``memory_versions``: naming either rebuilds it too. One rebuild
+        runs at a time: while another process's runs, ``StoreUnavailable``."""
         callback(progress, "progress")
         self.runner.rebuild(name, progress)
 
