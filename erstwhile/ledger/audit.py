@@ -165,10 +165,12 @@ def _read_only(command: str) -> ValidationError:
 
 
 def copy_log(source: EventLog, target: EventLog, selection: EventFilter) -> None:
-    """Copy stored events verbatim (hashes and ciphertext included) with their keys."""
+    """Copy stored events verbatim (hashes and ciphertext included) with their keys,
+    each key with its memory's first event (a memory's later events may come in a later
+    batch, and its key is copied once)."""
     for batch in _batches((r for r, _ in source.events(selection)), IMPORT_BATCH):
         with translated_errors(), source.backend.read() as sql:
-            keys = source.keyring.fetch(sql, [r.memory_id for r in batch])
+            keys = source.keyring.fetch(sql, [r.memory_id for r in batch if r.version == 1])
         with translated_errors(), target.backend.write() as sql:
             target.backend.insert_events(sql, batch)
             namespaces = {r.memory_id: r.namespace for r in batch}

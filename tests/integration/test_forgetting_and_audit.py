@@ -516,6 +516,29 @@ def test_replay_agrees_with_known_at(ledger: Ledger, clock: ManualClock) -> None
         assert not folder.exists()
 
 
+def test_a_replay_copies_a_log_whose_memories_span_its_batches(
+    ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log is copied into the replay's store in batches: a memory asserted in one
+    and superseded, archived or forgotten in a later one has its key copied once."""
+    from erstwhile.ledger import audit
+
+    monkeypatch.setattr(audit, "IMPORT_BATCH", 3)
+    first = ledger.remember("The team uses Supabase", subject="team", attribute="database",
+                            value="Supabase", valid_from=MAR)  # fmt: skip
+    notes = [ledger.remember(f"note {i}", subject=f"note {i}") for i in range(4)]
+    clock.advance(hours=1)
+    second = ledger.revise(first.id, "The team moved to AWS", value="AWS", at=JUL)
+    ledger.archive(notes[0].id)
+    ledger.forget(notes[1].id)
+    clock.advance(hours=1)
+    with ledger.replay(known_at=ledger.now()) as past:
+        assert past.head() == ledger.head()
+        assert [m.id for m in past.facts("team")] == [second.id]
+        assert [m.id for m in past.chain(second.id)] == [first.id, second.id]
+        assert past.get(notes[2].id).content == "note 2"
+
+
 def test_export_then_import_gives_the_same_answers(
     open_ledger: OpenLedger, clock: ManualClock, tmp_path: Path
 ) -> None:
