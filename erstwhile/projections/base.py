@@ -349,8 +349,9 @@ class ProjectionRunner:
             # rebuilt here are read in the shadow, at the build's own position.
             others = [p for p in self.projections if p not in chosen]
             live = ProjectionRunner(self.log, others, self.batch) if others else None
-            renewing = self._renewing(claim, progress)
-            builder.catch_up(until=live.catch_up() if live else None, progress=renewing)
+            renewing = self._renewing(claim, progress)  # a long catch-up keeps the claim
+            reached = live.catch_up(progress=renewing) if live else None
+            builder.catch_up(until=reached, progress=renewing)
             builder.finish_catching_up()
             for attempt in range(SWAP_ATTEMPTS):
                 try:
@@ -370,7 +371,7 @@ class ProjectionRunner:
                     if attempt == SWAP_ATTEMPTS - 1:
                         raise
                     time.sleep(0.05 * (attempt + 1))
-                    builder.catch_up(until=live.catch_up() if live else None)
+                    builder.catch_up(until=live.catch_up(progress=renewing) if live else None)
         except LostClaim:
             raise
         except BaseException:
