@@ -36,7 +36,7 @@ from erstwhile.domain.memory import (
     parse_draft,
 )
 from erstwhile.domain.rules import can_transition
-from erstwhile.domain.time import to_micros, to_utc
+from erstwhile.domain.time import end_to_micros, to_micros, to_utc
 
 DRAFT_FIELDS = tuple(MemoryDraft.model_fields)
 
@@ -53,7 +53,8 @@ class Life:
     namespace: str
     kind: Kind
     start: int
-    end: int | None
+    end: int
+    """Where its valid window ends, in µs (``OPEN_END`` while open-ended)."""
     state: State = State.CURRENT
     version: int = 1
     hard: bool = False
@@ -147,7 +148,7 @@ class LogCheck:
                 f"{event.originator_version}"
             )
         check_claim(event)
-        start, end = to_micros(event.valid_from), _end(event.valid_until)
+        start, end = to_micros(event.valid_from), end_to_micros(event.valid_until)
         life = Life(line, namespace, event.kind, start, end, erased=event.erased)
         self._links(life, memory_id, event.supersedes)
         if event.idempotency_key is not None:
@@ -189,7 +190,7 @@ class LogCheck:
             raise Impossible(f"memory {older_id} is {older.state}: only a current one is "
                              "superseded")  # fmt: skip
         at = to_micros(to_utc(event.at, "at"))
-        if at <= older.start or (older.end is not None and older.end <= at):
+        if at <= older.start or older.end <= at:
             raise Impossible(
                 f"superseding {older_id} at {event.at.isoformat()} is outside its window"
             )
@@ -291,10 +292,6 @@ def check_claim(event: Asserted) -> None:
         check_text(event.idempotency_key, "idempotency_key")
     if event.observed_position is not None:
         check_position(event.observed_position, "observed_position")
-
-
-def _end(instant: datetime | None) -> int | None:
-    return None if instant is None else to_micros(instant)
 
 
 def _meets(newer: Life, namespace: str, kind: Kind, at: int, what: str) -> None:
