@@ -173,7 +173,13 @@ def canonical_json(value: Any) -> str:
     """Return a JSON value in one canonical spelling, for comparing values: keys sorted,
     and a whole number one spelling whether written ``1`` or ``1.0`` (JSON does not
     tell them apart)."""
+    if value is None or type(value) in PLAIN_SCALARS:
+        return orjson.dumps(value).decode()  # nothing to sort or respell
     return orjson.dumps(_whole_numbers_as_integers(value), option=orjson.OPT_SORT_KEYS).decode()
+
+
+PLAIN_SCALARS = frozenset({str, int, bool})
+"""JSON values spelled one way already (a float may be a whole number: ``1.0`` is ``1``)."""
 
 
 def _whole_numbers_as_integers(value: Any) -> Any:

@@ -165,7 +165,8 @@ def plan_writes(
     events: list[LedgerEvent] = []
     for plan, memory_id in zip(plans, ids, strict=True):
         window = plan.draft.window_from(recorded_at)
-        newer = Side(memory_id, plan.draft.kind, State.CURRENT, window, plan.draft.claim())
+        claim = plan.draft.claim()
+        newer = Side(memory_id, plan.draft.kind, State.CURRENT, window, claim)
         for older_id in plan.supersedes:
             older = state[older_id]
             check_supersession(older.side(), newer, window.start)
@@ -184,6 +185,6 @@ def plan_writes(
                 version=older.version + 1,
             )
         events.append(assert_event(plan, memory_id, window))
-        state[memory_id] = Existing(memory_id, plan.draft.kind, State.CURRENT, window,
-                                    plan.draft.claim(), version=1, position=0)  # fmt: skip
+        state[memory_id] = Existing(memory_id, plan.draft.kind, State.CURRENT, window, claim,
+                                    version=1, position=0)  # fmt: skip
     return events
