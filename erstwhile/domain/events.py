@@ -62,7 +62,7 @@ class Asserted(LedgerEvent):
     def _compared_entities(cls, entities: tuple[str, ...]) -> tuple[str, ...]:
         """Entities in their comparison form as it is now: one written before labels
         were composed (NFC) is read composed, so it meets the same name typed either way."""
-        return tuple(normalise_entities(entities))
+        return tuple(normalise_entities(entities)) if entities else entities
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
