@@ -20,6 +20,7 @@ from erstwhile.domain.rules import check_supersession
 from erstwhile.domain.time import to_micros
 from erstwhile.domain.views import Conflict, Proposal
 from erstwhile.eventstore import (
+    Sql,
     translated_errors,
 )
 from erstwhile.ledger.arguments import as_id, label_argument, optional_text
@@ -70,12 +71,19 @@ class Curation(LedgerCore):
         """Reject a proposal for good: the pair is never proposed again, also after a
         rebuild. Rejecting a rejected proposal changes nothing."""
         reason = optional_text(reason, "reason")
-        row = self._proposal(proposal_id)
+        key = as_id(proposal_id, "proposal_id", noun="proposal")
+        self.runner.catch_up()
+        # The proposal and its older memory are read in one snapshot: read apart, an
+        # accept committed between the two reads left the proposal looking open and the
+        # older memory's new version looking like the one this rejection was decided on.
+        with translated_errors(), self.log.backend.read() as sql:
+            row = self._proposal_in(sql, key)
+            is_open = row["status"] == "open"
+            older = self.reader.state(sql, UUID(row["older_id"])) if is_open else None
         if row["status"] == "rejected":
             return
-        if row["status"] == "accepted":
+        if older is None:
             raise ValidationError(f"proposal {row['id']} was already accepted")
-        older = self._state(row["older_id"])
         # An accept racing this one supersedes the older memory: then this conflicts.
         self._append_one(
             ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
@@ -117,7 +125,11 @@ class Curation(LedgerCore):
         key = as_id(proposal_id, "proposal_id", noun="proposal")
         self.runner.catch_up()
         with translated_errors(), self.log.backend.read() as sql:
-            row = recall.proposal_row(sql, self.namespace, key)
+            return self._proposal_in(sql, key)
+
+    def _proposal_in(self, sql: Sql, key: UUID) -> Any:
+        """One proposal's row, read in an open transaction (``NotFound`` if none)."""
+        row = recall.proposal_row(sql, self.namespace, key)
         if row is None:
             raise NotFound(f"no proposal {key} in namespace {self.namespace!r}")
         return row

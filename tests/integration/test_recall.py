@@ -757,6 +757,38 @@ def test_an_accept_or_reject_racing_another_writer_stores_nothing(
     assert ledger.get(lisbon.id).state is (State.SUPERSEDED if other == "accept" else State.CURRENT)
 
 
+def test_a_reject_racing_an_accept_between_its_reads_stores_nothing(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An accept committed just after the rejecting ledger read the proposal (open),
+    before it read the older memory: the rejection is refused, not stored after the
+    acceptance (the proposal would be both, and the log's export refused by import)."""
+    ledger, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    (proposal,) = ledger.proposals()
+    read_row = recall.proposal_row
+    accepted: list[Any] = []
+
+    def row_then_rival_accepts(sql: Any, namespace: str, key: Any) -> Any:
+        row = read_row(sql, namespace, key)
+        if not accepted:
+            accepted.append(key)
+            rival.accept(key)
+        return row
+
+    monkeypatch.setattr(recall, "proposal_row", row_then_rival_accepts)
+    before = event_count(ledger)
+    with pytest.raises(ConcurrencyConflict):
+        ledger.reject(proposal.id)
+    monkeypatch.undo()
+    assert accepted and event_count(ledger) == before + 1  # the rival's Superseded alone
+    assert [e.type for e in ledger.events() if e.type == "ProposalRejected"] == []
+    assert ledger.get(lisbon.id).state is State.SUPERSEDED
+    with pytest.raises(ValidationError, match="already accepted"):
+        ledger.reject(proposal.id)
+
+
 @pytest.mark.parametrize("rival_folds", [True, False])
 def test_timestamp_wins_racing_a_new_candidate_is_a_conflict(
     open_ledger: OpenLedger, rival_folds: bool
