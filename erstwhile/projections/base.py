@@ -205,7 +205,8 @@ class ProjectionRunner:
             return lowest, self.log.tip(sql).position
 
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
-        """Apply every event not yet applied (at least up to ``until``); return the position."""
+        """Apply every event not yet applied, up to ``until`` when given (a position where
+        an append ends); return the position reached."""
         lowest, head = self.lag()
         target = head if until is None else min(until, head)
         while lowest < target:
@@ -214,7 +215,7 @@ class ProjectionRunner:
             # shadow build is followed by the rebuild's durable swap.
             bulk = self.shadow is not None
             with translated_errors(), self.backend.write(durable=False, bulk=bulk) as sql:
-                lowest = self.apply_batch(sql)
+                lowest = self.apply_batch(sql, until=target)
             self.after_commit(lowest)
             if progress is not None:
                 for projection in self.projections:
@@ -264,17 +265,24 @@ class ProjectionRunner:
         while self.apply_batch(sql) < tip:
             pass
 
-    def apply_batch(self, sql: Sql) -> int:
-        """Apply the next batch inside ``sql``'s transaction; return the lowest position.
+    def apply_batch(self, sql: Sql, until: int | None = None) -> int:
+        """Apply the next batch inside ``sql``'s transaction, no further than ``until``
+        (a position where an append ends) when given; return the lowest position.
 
         A batch ends where an append ended (past ``batch`` events if an append runs on):
-        readers never see part of one append, as its writer promised them."""
+        readers never see part of one append, as its writer promised them. A rebuild
+        passes ``until``: its build must not fold past the live projections it reads,
+        or the proposals it folds there find no candidates (positions are consecutive,
+        so the limit is a count)."""
         tracked = self._all_tracked(sql)
         start = min(tracked.values(), default=0)
-        records = self.log.read(sql, EventFilter(after=start), limit=self.batch)
+        limit = self.batch if until is None else min(self.batch, until - start)
+        if limit <= 0:
+            return start
+        records = self.log.read(sql, EventFilter(after=start), limit=limit)
         if not records:
             return start
-        if len(records) == self.batch:
+        if len(records) == limit:
             records += self.log.rest_of_append(sql, records[-1])
         decoded = self.log.decode_many(sql, records)
         return self._fold(sql, list(zip(records, decoded, strict=True)), tracked)

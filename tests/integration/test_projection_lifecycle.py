@@ -540,6 +540,37 @@ def test_a_retried_swap_catches_the_others_up_again(
     assert [(p.older_id, p.newer_id) for p in reader.proposals()] == [(older.id, newer.id)]
 
 
+@pytest.mark.parametrize("rebuilt", ["proposals", "memories", "memory_versions"])
+def test_a_build_folds_no_further_than_the_projections_it_reads(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, rebuilt: str
+) -> None:
+    """A writer that does not fold appends just after the others were caught up: the
+    build's batch stops where they stopped, and the swap folds the rest (them first),
+    so the new pair's proposal is found as a full rebuild finds it."""
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    reader = open_ledger(namespace="acme")
+    seed(reader, 20)
+    catch_up, written = ProjectionRunner.catch_up, []
+
+    def then_a_write(self: ProjectionRunner, until: int | None = None, **kwargs: Any) -> int:
+        reached = catch_up(self, until, **kwargs)
+        if self.shadow is None and not written:  # the others, caught up before the build
+            written.append(writer.remember("The team uses Supabase", subject="team",
+                           attribute="database", value="Supabase", valid_from=MAR))  # fmt: skip
+            written.append(writer.remember("The team moved to AWS", subject="team",
+                           attribute="database", value="AWS", valid_from=JUL))  # fmt: skip
+        return reached
+
+    monkeypatch.setattr(ProjectionRunner, "catch_up", then_a_write)
+    reader.rebuild(rebuilt)
+    monkeypatch.undo()
+    older, newer = written
+    assert [(p.older_id, p.newer_id) for p in reader.proposals()] == [(older.id, newer.id)]
+    rows = dump(reader)
+    reader.rebuild()
+    assert dump(reader) == rows
+
+
 STALLED_REBUILD = """
 import sys, time
 from erstwhile import Ledger
