@@ -92,6 +92,10 @@ class Audit(LedgerCore):
                 "actor": record.actor, "namespace": record.namespace, "data": data,
             }  # fmt: skip
             if isinstance(event, Asserted) and event.idempotency_key is not None:
+                if record.memory_key not in fingerprints and not event.erased:
+                    # Written after the export began (a claim commits with its event):
+                    # read them again, at most once per page of newer events.
+                    fingerprints = self.log.fingerprints(selection.namespace)
                 line["fingerprint"] = fingerprints.get(record.memory_key)
             out.write(orjson.dumps(line) + b"\n")
             written += 1

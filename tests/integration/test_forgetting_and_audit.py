@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import subprocess
 from datetime import timedelta
@@ -573,6 +574,33 @@ def _other_backend(source: Ledger) -> list[str]:
         return []
     base = source.url.split("?")[0]
     return [f"{base}?schema=import_{os.urandom(4).hex()}"]
+
+
+def test_an_export_keeps_the_claims_of_writes_made_while_it_runs(
+    store_url: str, open_ledger: OpenLedger, tmp_path: Path
+) -> None:
+    """A keyed write committed after the export began, in a page it reads later, is
+    exported with its claim's digest: a retry after the import returns that memory."""
+    source, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    source.remember_many([{"content": f"note {i}", "subject": f"n{i}"} for i in range(60)])
+    written: list[Any] = []
+
+    class WriteOnFirstLine(io.BytesIO):
+        def write(self, data: Any) -> int:
+            if data and not written:  # the first line (an empty write checks the mode)
+                written.append(rival.remember("The team uses AWS", idempotency_key="k9"))
+            return super().write(data)
+
+    buffer = WriteOnFirstLine()
+    assert source.export(buffer) == 61
+    (line,) = [json.loads(x) for x in buffer.getvalue().splitlines() if b'"k9"' in x]
+    assert line["memory_id"] == str(written[0].id) and line["fingerprint"]
+    target = Ledger.open(f"sqlite:///{tmp_path}/copy.db", namespace="acme", actor="importer")
+    with target:
+        target.import_events(buffer.getvalue().splitlines())
+        head = target.head()
+        assert target.remember("The team uses AWS", idempotency_key="k9").id == written[0].id
+        assert target.head() == head
 
 
 def test_an_import_keeps_the_idempotency_claims(
