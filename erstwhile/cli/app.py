@@ -7,6 +7,7 @@ written), 2 for usage, 3 for conflicts.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import tempfile
@@ -123,6 +124,7 @@ def show_demo(answers: DemoAnswers, path: Path) -> None:
 
 def main() -> None:
     """Run the command line, turning erstwhile's errors into one line and an exit code."""
+    speak_any_terminal()
     try:
         result = app(standalone_mode=False)
     except ErstwhileError as error:
@@ -139,6 +141,15 @@ def main() -> None:
     except OSError as error:  # a file named on the command line (export, import, --svg)
         fail(f"{error.filename}: {error.strerror}" if error.filename else str(error), 1)
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def speak_any_terminal() -> None:
+    """Show a character the terminal's encoding lacks (a Latin-1 or ASCII locale) as its
+    escape (``\\u6771``), not fail on it: the command may already have written, and an
+    exit 1 then would tell the user to retry a write that was stored."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def fail(message: str, code: int) -> None:

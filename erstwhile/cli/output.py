@@ -1,10 +1,12 @@
 """How answers are shown: rich tables for people, the models' JSON with ``--json``.
 
-JSON goes through plain ``print``: rich would wrap long lines and colour the text.
+JSON is written as UTF-8 bytes, not through rich: rich would wrap long lines and colour
+the text.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from datetime import datetime, time
 from typing import Any
@@ -61,7 +63,10 @@ class FittedTable(Table):
 
 def print_json(payload: Any) -> None:
     """Print JSON, indented, on stdout."""
-    print(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+    # UTF-8 whatever the terminal's encoding (JSON is UTF-8), after any text before it.
+    sys.stdout.flush()
+    sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.buffer.flush()
 
 
 def dump(models: BaseModel | Sequence[BaseModel]) -> Any:

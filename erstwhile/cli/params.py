@@ -7,6 +7,7 @@ A value that does not parse is a usage error (exit 2), reported before the ledge
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, date, datetime
 from typing import Annotated, Any
@@ -17,7 +18,6 @@ import typer
 from erstwhile.domain.memory import JSON_INTEGERS, Kind
 
 _BARE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_INTEGER = re.compile(r"-?\d+")
 TIME_HELP = "TIME is ISO 8601 with an offset or Z, a bare date (midnight UTC), or 'now'."
 
 
@@ -44,15 +44,9 @@ def parse_time(text: str) -> datetime:
 
 
 def parse_value(text: str) -> Any:
-    """Read a claim's value: JSON if the text is JSON, else the text itself. An integer
-    JSON cannot keep exactly (beyond 64 bits, which orjson would read as a float) is
-    refused rather than rounded."""
-    if _INTEGER.fullmatch(text.strip()) and int(text) not in JSON_INTEGERS:
-        raise typer.BadParameter(
-            f"{text.strip()} does not fit in 64 bits; quote it to keep it as text"
-        )
+    """Read a claim's value: JSON if the text is JSON, else the text itself."""
     try:
-        return orjson.loads(text)
+        return exact_json(text)
     except orjson.JSONDecodeError:
         return text
 
@@ -60,12 +54,29 @@ def parse_value(text: str) -> Any:
 def parse_metadata(text: str) -> dict[str, Any]:
     """Read metadata: it must be a JSON object."""
     try:
-        parsed = orjson.loads(text)
+        parsed = exact_json(text)
     except orjson.JSONDecodeError:
         parsed = None
     if not isinstance(parsed, dict):
         raise typer.BadParameter(f'{text!r} is not a JSON object (e.g. \'{{"source": "chat"}}\')')
     return parsed
+
+
+def exact_json(text: str) -> Any:
+    """Parse JSON with orjson, refusing an integer it cannot keep exactly, anywhere in
+    the text: orjson reads one beyond 64 bits as a float, rounding it silently. (The
+    standard library's parser reads every integer as written, so it finds them.)"""
+    parsed = orjson.loads(text)
+    json.loads(text, parse_int=_exact_integer)
+    return parsed
+
+
+def _exact_integer(digits: str) -> int:
+    # Over 20 digits never fits (and Python refuses to read over 4,300 of them).
+    if len(digits) > 21 or int(digits) not in JSON_INTEGERS:
+        shown = digits if len(digits) <= 40 else f"{digits[:20]}...{digits[-10:]}"
+        raise typer.BadParameter(f"{shown} does not fit in 64 bits; quote it to keep it as text")
+    return int(digits)
 
 
 def parse_kind(text: str) -> Kind:

@@ -269,10 +269,17 @@ def datastore_from_url(
 ) -> LedgerPostgresDatastore:
     """Return a datastore for ``postgresql://user[:password]@host[:port]/db[?schema=name]``
     (with ``scrub`` and any libpq parameter besides)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or 5432
+    except ValueError as error:  # a port that is no number or out of range, a bad [host]
+        raise ValidationError(f"the PostgreSQL URL is malformed: {error}") from None
     if not parts.path.strip("/"):
         raise StoreUnavailable(f"the PostgreSQL URL {url!r} names no database")
     query = parse_qs(parts.query, keep_blank_values=True)
+    for name in OURS:
+        if len(query.get(name, [])) > 1:
+            raise ValidationError(f"{name} is given more than once in the PostgreSQL URL")
     schema = query.get("schema", ["public"])[0]
     if not PLAIN_NAME.fullmatch(schema):
         raise ValidationError(
@@ -291,7 +298,7 @@ def datastore_from_url(
     datastore = LedgerPostgresDatastore(
         dbname=unquote(parts.path.lstrip("/")),
         host=parts.hostname or "localhost",
-        port=parts.port or 5432,
+        port=port,
         user=unquote(parts.username or "postgres"),
         password=unquote(parts.password or ""),
         pool_size=pool_size,

@@ -174,6 +174,11 @@ REFUSED = {
     "bad metadata": (["remember", "x", "--metadata", "[1, 2]"], 2),
     "time beyond the calendar in UTC": (["search", "--as-of", "0001-01-01T00:00:00+01:00"], 2),
     "position beyond 64 bits": (["remember", "x", "--observed-position", "9" * 20], 1),
+    "nested integer beyond 64 bits": (
+        ["remember", "x", "--value", '{"n": 123456789012345678901}'],
+        2,
+    ),
+    "metadata integer beyond 64 bits": (["remember", "x", "--metadata", f'{{"n": {2**64}}}'], 2),
     "log position beyond 64 bits": (["audit", "log", "--after", str(2**63)], 1),
 }
 
@@ -192,6 +197,31 @@ def test_every_error_is_one_line_with_its_exit_code_and_appends_nothing(story: S
         assert failed_cleanly(result, code), (name, result)
     assert "already_superseded" in results[-1].stderr
     assert len(story.run("--json", "audit", "log").json()) == before
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_terminal_without_the_characters_gets_escapes_not_a_failed_write(
+    tmp_path: Path, encoding: str
+) -> None:
+    """A write whose answer holds characters the terminal cannot show used to commit,
+    then die with a traceback and exit 1 (so a retry wrote it twice); ``--json`` is
+    UTF-8 whatever the terminal, as JSON is."""
+    env = {k: v for k, v in os.environ.items() if k != "ERSTWHILE_URL"}
+    env["PYTHONIOENCODING"] = encoding
+    content = "Meeting in \u6771\u4eac \U0001f600"
+
+    def erstwhile(*args: str) -> subprocess.CompletedProcess[bytes]:
+        command = [str(ERSTWHILE), "--db", f"sqlite:///{tmp_path}/x.db", *args]
+        return subprocess.run(command, env=env, capture_output=True, timeout=60)
+
+    shown = erstwhile("remember", content, "--subject", "trip")
+    assert shown.returncode == 0 and b"Traceback" not in shown.stderr
+    assert b"\\u6771\\u4eac \\U0001f600" in shown.stdout
+    listed = erstwhile("--json", "facts", "trip")
+    assert listed.returncode == 0
+    assert [m["content"] for m in json.loads(listed.stdout.decode("utf-8"))] == [content]
+    missing = erstwhile("get", "00000000-0000-0000-0000-000000000000")
+    assert missing.returncode == 1 and b"Traceback" not in missing.stderr
 
 
 def test_every_field_option_reaches_the_memory(tmp_path: Path) -> None:

@@ -297,6 +297,23 @@ def test_a_postgresql_url_gives_libpq_its_own_parameters(postgres_url: str) -> N
     assert made == (0,)
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("postgresql://postgres@127.0.0.1:notaport/test", "malformed: Port could not be cast"),
+        ("postgresql://postgres@127.0.0.1:99999/test", "malformed: Port out of range"),
+        ("postgresql://postgres@[::1:5432/test", "malformed: Invalid IPv6 URL"),
+        ("postgresql://postgres@127.0.0.1/test?schema=a&schema=b", "schema is given more than"),
+        ("postgresql://postgres@127.0.0.1/test?scrub=full&scrub=vacuum", "scrub is given more"),
+    ],
+)
+def test_a_malformed_postgresql_url_is_refused_before_connecting(url: str, message: str) -> None:
+    """Once a raw ``ValueError`` from parsing the port or host (a traceback on the
+    command line); a repeated parameter of the ledger's own took its first value."""
+    with pytest.raises(ValidationError, match=message):
+        Ledger.open(url)
+
+
 def test_a_sqlite_url_with_parameters_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

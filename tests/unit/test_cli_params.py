@@ -76,6 +76,19 @@ def test_an_integer_json_cannot_keep_is_refused_not_rounded() -> None:
     assert parse_value('"123456789012345678901234567890"') == "123456789012345678901234567890"
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"order_id": 123456789012345678901}', f"[{2**64}, 1]", f'{{"a": [{{"b": {-(2**63) - 1}}}]}}'],
+)
+def test_an_integer_json_cannot_keep_is_refused_wherever_it_nests(text: str) -> None:
+    """orjson reads such an integer as a float: it was stored rounded, without a word."""
+    with pytest.raises(typer.BadParameter, match="64 bits"):
+        parse_value(text)
+    with pytest.raises(typer.BadParameter, match="64 bits"):
+        parse_metadata(f'{{"n": {text}}}')
+    assert parse_value(f'{{"n": {2**64 - 1}}}') == {"n": 2**64 - 1}
+
+
 def test_metadata_must_be_a_json_object() -> None:
     assert parse_metadata('{"source": "chat", "n": [1]}') == {"source": "chat", "n": [1]}
     for text in ["[1]", "12", '"x"', "{source: chat}", ""]:
