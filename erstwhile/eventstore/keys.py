@@ -5,7 +5,9 @@ with AES-GCM under a key of the memory's own. The keys live in ``erstwhile_keys`
 outside the append-only log, so destroying one key makes that memory's content
 unrecoverable while every stored event (and the hash chain over its ciphertext) stays
 exactly as written. With ``$ERSTWHILE_MASTER_KEY`` set (32 bytes, URL-safe base64), the
-stored keys are themselves wrapped with that master key (envelope encryption).
+stored keys are themselves wrapped with that master key (envelope encryption). Once a
+store holds a wrapped key, a ledger without that master key may not store keys into it
+(see :meth:`KeyRing.admit`): every key written after the first wrapped one is wrapped.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from erstwhile.eventstore.backend import Sql, in_lists, marks
 SENSITIVE_FIELDS = ("content", "value", "entities", "evidence", "metadata")
 MASTER_KEY_VARIABLE = "ERSTWHILE_MASTER_KEY"
 NONCE_BYTES = 12
+WRAPPED_KEY = "SELECT memory_id, key_bytes FROM erstwhile_keys WHERE wrapped = 1 LIMIT 1"
+"""One wrapped key, if the store holds any: read through the partial index of wrapped
+keys (``wrapped = 1`` spelled out, so that a prepared plan may use it), which costs the
+same whatever the number of plain keys."""
 
 
 def new_key() -> bytes:
@@ -96,6 +102,29 @@ class KeyRing:
             [(str(i), namespace, self._wrap(i, k), int(self.master_key is not None))
              for i, namespace, k in keys],
         )  # fmt: skip
+
+    def admit(self, sql: Sql) -> None:
+        """Refuse, before anything is written, to store keys this ring would leave
+        unprotected or unreadable: where the store already holds wrapped keys and this
+        ring has no master key, or one that does not unwrap them.
+
+        Asked on every append that stores keys, inside its write transaction: another
+        process may wrap the store's first key at any time, so no answer is cached."""
+        sql.execute(WRAPPED_KEY)
+        row = sql.fetchone()
+        if row is None:
+            return
+        if self.master_key is None:
+            raise StoreUnavailable(
+                f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to write to this "
+                "ledger (nothing was stored)"
+            )
+        try:
+            _decrypt(self.master_key, bytes(row["key_bytes"]), UUID(str(row["memory_id"])).bytes)
+        except InvalidTag as error:
+            raise StoreUnavailable(
+                f"${MASTER_KEY_VARIABLE} does not unwrap the memory keys (nothing was stored)"
+            ) from error
 
     def fetch(self, sql: Sql, memory_ids: Iterable[UUID]) -> dict[UUID, bytes]:
         """Return the keys that still exist for these memories."""

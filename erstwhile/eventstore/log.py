@@ -22,7 +22,7 @@ from erstwhile.domain.errors import ConcurrencyConflict, ValidationError
 from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
 from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
-from erstwhile.eventstore.keys import KeyRing, new_key
+from erstwhile.eventstore.keys import WRAPPED_KEY, KeyRing, new_key
 from erstwhile.eventstore.mapper import PydanticMapper
 from erstwhile.eventstore.records import (
     GENESIS_HASH,
@@ -180,8 +180,10 @@ class EventLog:
         """Append the events ``build`` returns, atomically, at the next instants of the log:
         from ``max(clock(), last + 2 µs)``, the clock read once the write lock is held.
 
-        Each new memory gets a key of its own, stored in the same transaction; the keys
-        of ``erase`` are destroyed in it. ``then`` (see :data:`AfterInsert`) runs last, in the
+        Each new memory gets a key of its own, stored in the same transaction (refused,
+        before anything is written, where the store's keys are wrapped under a master
+        key this log's key ring lacks: see :meth:`KeyRing.admit`); the keys of ``erase``
+        are destroyed in it. ``then`` (see :data:`AfterInsert`) runs last, in the
         same transaction (the ledger folds its projections there: one commit, one fsync).
         ``ahead`` runs first: it may send the reads ``then`` will make (see
         :meth:`Sql.prefetch`), which then travel with the reads of the idempotency
@@ -201,6 +203,7 @@ class EventLog:
             if ahead is not None:
                 ahead(sql)
             sql.prefetch(self._tip_query)
+            sql.prefetch(WRAPPED_KEY)
             earlier = [self._claimed(sql, c.namespace, c.key) for c in idempotency]
             if any(claim is not None for claim in earlier):
                 return AppendResult(replayed=tuple(c for c in earlier if c is not None))
@@ -220,6 +223,8 @@ class EventLog:
             events = self._stamp(built, tip, start, actor, namespace, keys)
             if not events:
                 return AppendResult()
+            if keys:
+                self.keyring.admit(sql)
             self.backend.insert_events(sql, events)
             self.keyring.store(sql, ((i, namespace, k) for i, k in keys.items()))
             self.keyring.destroy(sql, erase)
@@ -506,6 +511,8 @@ class EventLog:
             previous = chain_hash(previous, unhashed)
             stamped.append(unhashed.with_hash(previous))
             tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
+        if keys:
+            self.keyring.admit(sql)
         self.backend.insert_events(sql, stamped)
         self.keyring.store(sql, keys)
         for claim in claims:

@@ -96,6 +96,8 @@ class LedgerPostgresRecorder(PostgresApplicationRecorder):
                 "ON {schema}.{table} (namespace, position)",
                 "CREATE TABLE IF NOT EXISTS {schema}.erstwhile_keys (memory_id text PRIMARY KEY, "
                 "namespace text NOT NULL, key_bytes bytea NOT NULL, wrapped integer NOT NULL)",
+                "CREATE INDEX IF NOT EXISTS erstwhile_keys_wrapped "
+                "ON {schema}.erstwhile_keys (memory_id) WHERE wrapped = 1",
                 "CREATE TABLE IF NOT EXISTS {schema}.erstwhile_idempotency ("
                 "namespace text NOT NULL, idempotency_key text NOT NULL, "
                 "fingerprint text NOT NULL, memory_id uuid NOT NULL, "
@@ -372,10 +374,11 @@ class PostgresBackend(Backend):
                 guard.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 
     def _is_set_up(self, connection: Connection[DictRow]) -> bool:
-        """Whether every table and the log's guards exist (a store set up before the
-        TRUNCATE guard gets it on its next open)."""
+        """Whether every table, the index of wrapped keys and the log's guards exist (a
+        store set up before the TRUNCATE guard, or that index, gets it on its next open)."""
         schema = self.datastore.schema
-        tables = ("erstwhile_events", "erstwhile_tracking", "erstwhile_keys")
+        tables = ("erstwhile_events", "erstwhile_tracking", "erstwhile_keys",
+                  "erstwhile_keys_wrapped")  # fmt: skip
         row = connection.execute(
             "SELECT " + ", ".join(f"to_regclass(%s) AS t{n}" for n in range(len(tables)))
             + ", (SELECT count(*) > 0 FROM pg_trigger WHERE tgname = %s "

@@ -154,6 +154,8 @@ class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
             "CREATE TABLE IF NOT EXISTS erstwhile_keys (memory_id TEXT PRIMARY KEY, "
             "namespace TEXT NOT NULL, key_bytes BLOB NOT NULL, wrapped INTEGER NOT NULL) "
             "WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS erstwhile_keys_wrapped ON erstwhile_keys (memory_id) "
+            "WHERE wrapped = 1",
             "CREATE TABLE IF NOT EXISTS erstwhile_idempotency ("
             "namespace TEXT NOT NULL, idempotency_key TEXT NOT NULL, "
             "fingerprint TEXT NOT NULL, memory_id TEXT NOT NULL, "

@@ -717,6 +717,75 @@ def test_keys_can_be_wrapped_with_a_master_key(
         Ledger.open(sqlite_url)
 
 
+def new_master_key() -> str:
+    return base64.urlsafe_b64encode(os.urandom(32)).decode()
+
+
+def key_rows(ledger: Ledger) -> list[int]:
+    """The ``wrapped`` flag of every key the store holds."""
+    with ledger.log.backend.read() as sql:
+        sql.execute("SELECT wrapped FROM erstwhile_keys ORDER BY memory_id")
+        return [int(row["wrapped"]) for row in sql.fetchall()]
+
+
+def refused_writes(ledger: Ledger, older: Any, match: str) -> None:
+    """Every write that stores a new memory's key is refused, and the log is unchanged."""
+    head, keys = ledger.head(), key_rows(ledger)
+    writes = (
+        lambda: ledger.remember("Bob is on call", subject="bob"),
+        lambda: ledger.remember_many([{"content": "Bob is on call", "subject": "bob"}]),
+        lambda: ledger.revise(older.id, "Ada's passport is XK-NEW"),
+    )
+    for write in writes:
+        with pytest.raises(StoreUnavailable, match=match):
+            write()
+    assert ledger.head() == head and key_rows(ledger) == keys
+    assert ledger.facts("bob") == []
+
+
+def test_a_ledger_without_the_master_key_stores_nothing_in_a_wrapped_store(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the store's keys are wrapped, a ledger with no master key, or the wrong
+    one, is refused every write that would store a key (a plain key beside the wrapped
+    ones would leave that memory unprotected); the right key writes on."""
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master := new_master_key())
+    older = remember_secret(open_ledger())
+    before = event_count(open_ledger())
+    monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+    refused_writes(open_ledger(), older, r"wrapped: set \$ERSTWHILE_MASTER_KEY to write")
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", new_master_key())
+    refused_writes(open_ledger(), older, r"\$ERSTWHILE_MASTER_KEY does not unwrap")
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+    ledger = open_ledger()
+    assert event_count(ledger) == before
+    ledger.remember("Bob is on call", subject="bob")
+    ledger.revise(older.id, "Ada's passport is XK-NEW")
+    assert event_count(ledger) == before + 3
+    assert [m.content for m in ledger.facts("bob")] == ["Bob is on call"]
+    assert key_rows(ledger) == [1, 1, 1]
+
+
+def test_a_master_key_wraps_the_keys_written_from_then_on(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store first used without a master key keeps its plain keys when one is set:
+    the keys written from then on are wrapped, and from the first of them on a ledger
+    without the master key may not write."""
+    monkeypatch.delenv("ERSTWHILE_MASTER_KEY", raising=False)
+    older = remember_secret(open_ledger())
+    open_ledger().remember("Cy is on leave", subject="cy")
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", new_master_key())
+    open_ledger().remember("Bob is on call", subject="bob")
+    assert sorted(key_rows(open_ledger())) == [0, 0, 1]
+    monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+    ledger = open_ledger()
+    head = ledger.head()
+    with pytest.raises(StoreUnavailable, match="ERSTWHILE_MASTER_KEY"):
+        ledger.revise(older.id, "Ada's passport is XK-NEW")
+    assert ledger.head() == head and sorted(key_rows(ledger)) == [0, 0, 1]
+
+
 def test_state_after_soft_forget_is_forgotten_in_history(ledger: Ledger) -> None:
     memory = ledger.remember("x", subject="s")
     ledger.forget(memory.id)

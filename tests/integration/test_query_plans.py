@@ -191,3 +191,18 @@ def test_a_search_as_known_at_an_instant_ranks_no_row_asserted_after_it(
     ranking = [s for s, _ in plans if "bm25(memory_search)" in s]
     assert ranking, "the search ranked nothing in the full index"
     assert all("rowid <= ?" in statement for statement in ranking)
+
+
+def test_a_write_asks_for_a_wrapped_key_through_their_index(
+    revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write that stores a key first asks whether the store holds a wrapped one:
+    through the partial index of wrapped keys, not by reading the plain keys (all of
+    them, in a store without a master key)."""
+    ledger, _ = revised
+    with explained(monkeypatch) as plans:
+        ledger.remember("Bob is on call", subject="bob")
+    probes = [steps for statement, steps in plans if "WHERE wrapped = 1" in statement]
+    assert probes and all(
+        all("INDEX erstwhile_keys_wrapped" in step for step in steps) for steps in probes
+    )
