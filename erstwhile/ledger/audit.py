@@ -122,9 +122,10 @@ class Audit(LedgerCore):
         return restored
 
 
-class ReplayLedger(Queries, Curation):
-    """A read-only ledger over a scratch store, with the same queries as a ledger;
-    closing it deletes the store."""
+class ReplayLedger(Queries, Curation, Audit):
+    """A read-only ledger over a scratch store, with the same queries as a ledger (the
+    audit ones too: ``verify`` checks the copied prefix's chain, ``export`` writes the
+    log as it stood, ``replay`` goes further back); closing it deletes the store."""
 
     def __init__(self, log: EventLog, *, folder: Path, **options: Any) -> None:
         super().__init__(log, **options)
@@ -162,6 +163,10 @@ class ReplayLedger(Queries, Curation):
     def forget(self, *args: Any, **kwargs: Any) -> None:
         """Refused: a replay is read-only."""
         raise _read_only("forget")
+
+    def import_events(self, *args: Any, **kwargs: Any) -> int:
+        """Refused: a replay is read-only."""
+        raise _read_only("import_events")
 
 
 def _read_only(command: str) -> ValidationError:

@@ -517,6 +517,30 @@ def test_replay_agrees_with_known_at(ledger: Ledger, clock: ManualClock) -> None
         assert not folder.exists()
 
 
+def test_a_replay_audits_the_log_as_it_stood(ledger: Ledger, clock: ManualClock) -> None:
+    """A replay answers the audit methods too (they raised ``AttributeError``): its
+    copied prefix verifies, exports as the live log's first events, and replays further
+    back; an import into it is refused like every other write."""
+    first, second, *_ = story(ledger, clock)
+    whole = io.BytesIO()
+    ledger.export(whole)
+    with ledger.replay(known_at=second) as past:
+        report = past.verify()
+        assert report.ok and report.checked == past.head()
+        prefix = io.BytesIO()
+        assert past.export(prefix) == len(prefix.getvalue().splitlines())
+        exported = whole.getvalue().splitlines()[: len(prefix.getvalue().splitlines())]
+        assert prefix.getvalue().splitlines() == exported
+        with past.replay(known_at=first) as earlier:
+            assert [m.id for m in earlier.facts("team")] == [
+                m.id for m in ledger.facts("team", known_at=first)
+            ]
+        head = past.head()
+        with pytest.raises(ValidationError, match="read-only"):
+            past.import_events(whole.getvalue().splitlines())
+        assert past.head() == head
+
+
 def test_a_replay_copies_a_log_whose_memories_span_its_batches(
     ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
