@@ -114,9 +114,12 @@ def _ids(values: Any) -> tuple[UUID, ...]:
         if not isinstance(value, str | UUID):
             raise ValidationError(f"supersedes: {value!r} is not a memory id (a UUID or its text)")
         try:
-            ids.append(value if isinstance(value, UUID) else UUID(value))
+            memory_id = value if isinstance(value, UUID) else UUID(value)
         except ValueError:
             raise NotFound(f"supersedes: {value!r} is not a memory id") from None
+        if memory_id in ids:
+            raise ValidationError(f"supersedes names memory {memory_id} twice")
+        ids.append(memory_id)
     return tuple(ids)
 
 

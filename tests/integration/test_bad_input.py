@@ -145,6 +145,7 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("search include_history not a flag", lambda ledger, mine, theirs: ledger.search("team", include_history="no"), ValidationError, "include_history"),
     ("remember supersedes not a list", lambda ledger, mine, theirs: ledger.remember("x", supersedes=5), ValidationError, "supersedes"),
     ("remember supersedes item a number", lambda ledger, mine, theirs: ledger.remember("x", supersedes=[5]), ValidationError, "supersedes"),
+    ("remember supersedes one memory twice", lambda ledger, mine, theirs: ledger.remember("x", supersedes=[mine.id, str(mine.id)]), ValidationError, "twice"),
     ("export out not a file", lambda ledger, mine, theirs: ledger.export(5), ValidationError, "out"),
     ("export out a text file", lambda ledger, mine, theirs: ledger.export(io.StringIO()), ValidationError, "binary"),
     ("export all_namespaces not a flag", lambda ledger, mine, theirs: ledger.export(io.BytesIO(), all_namespaces="no"), ValidationError, "all_namespaces"),
