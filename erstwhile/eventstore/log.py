@@ -18,12 +18,12 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from erstwhile.domain.errors import ConcurrencyConflict, ValidationError
+from erstwhile.domain.errors import ConcurrencyConflict, StoreUnavailable, ValidationError
 from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
 from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
 from erstwhile.eventstore.keys import WRAPPED_KEY, KeyRing, new_key
-from erstwhile.eventstore.mapper import PydanticMapper
+from erstwhile.eventstore.mapper import DECODE_ERRORS, PydanticMapper, why_undecodable
 from erstwhile.eventstore.records import (
     GENESIS_HASH,
     IdempotencyClaim,
@@ -134,6 +134,16 @@ def _same_append(last: RecordedEvent, record: RecordedEvent) -> bool:
         record.position == last.position + 1
         and record.recorded_micros == last.recorded_micros + 1
         and (record.actor, record.namespace) == (last.actor, last.namespace)
+    )
+
+
+def _undecodable(record: RecordedEvent, error: Exception) -> StoreUnavailable:
+    """The error for a stored event that does not decode: its payload was changed
+    outside the ledger (or its key was), and reads stop there rather than guess."""
+    return StoreUnavailable(
+        f"the event at position {record.position} (memory {record.memory_key}) cannot be "
+        f"read: {why_undecodable(error)}; the store was changed outside the ledger "
+        f"(run `erstwhile audit verify` to find where)"
     )
 
 
@@ -411,16 +421,19 @@ class EventLog:
     def decode_many(self, sql: Sql, records: Sequence[RecordedEvent]) -> list[LedgerEvent]:
         """Decode records inside an open transaction, fetching the keys they need at once.
 
-        An ``Asserted`` whose key was destroyed decodes with ``erased=True``.
+        An ``Asserted`` whose key was destroyed decodes with ``erased=True``. A payload
+        changed behind the ledger's back is ``StoreUnavailable``, naming the event.
         """
         asserted = [r.memory_key for r in records if r.type == "Asserted"]
         keys = self.keyring.fetch_by_text(sql, asserted)
-        return [
-            self.mapper.decode(
-                StoredEvent(r.memory_id, r.version, r.topic, r.payload), keys.get(r.memory_key)
-            )
-            for r in records
-        ]
+        decode, events = self.mapper.decode, []
+        for r in records:
+            try:
+                stored = StoredEvent(r.memory_id, r.version, r.topic, r.payload)
+                events.append(decode(stored, keys.get(r.memory_key)))
+            except DECODE_ERRORS as error:
+                raise _undecodable(r, error) from error
+        return events
 
     def verify(self, batch: int = 5000) -> tuple[int, int | None]:
         """Recompute the hash chain over the whole log; return how many events were

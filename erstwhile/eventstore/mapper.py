@@ -11,11 +11,18 @@ from typing import Any, cast
 from uuid import UUID
 
 import orjson
+import pydantic
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder, Transcoding
-from eventsourcing.utils import get_topic, resolve_topic
+from eventsourcing.utils import TopicError, get_topic, resolve_topic
 
+from erstwhile.domain.errors import StoreUnavailable
 from erstwhile.domain.events import LedgerEvent
 from erstwhile.eventstore.keys import SENSITIVE_FIELDS, seal, unseal
+
+DECODE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, TopicError, StoreUnavailable)
+"""What :meth:`PydanticMapper.decode` raises on a payload the ledger never wrote: not
+JSON (orjson's error is a ValueError), not an object, fields missing or of the wrong
+type (pydantic's is one too), an unknown topic, a seal that does not open."""
 
 
 class OrjsonTranscoder(Transcoder):
@@ -85,6 +92,21 @@ class PydanticMapper(Mapper[Any]):
         state["originator_version"] = stored_event.originator_version
         event: LedgerEvent = cls.model_validate(state)
         return event
+
+
+def why_undecodable(error: Exception) -> str:
+    """Say in a few words why a stored event did not decode (one of :data:`DECODE_ERRORS`)."""
+    if isinstance(error, orjson.JSONDecodeError):
+        return "its payload is not JSON"
+    if isinstance(error, TopicError):
+        return "its topic names no event type"
+    if isinstance(error, StoreUnavailable):
+        return "its sealed content does not decrypt"
+    if isinstance(error, pydantic.ValidationError):
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "payload"
+        return f"its payload does not fit its type ({field}: {first['msg']})"
+    return "it is not an event the ledger writes"
 
 
 def _uuid(value: Any) -> UUID:

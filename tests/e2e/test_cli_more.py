@@ -110,6 +110,44 @@ def test_audit_verify_passes_and_names_the_first_broken_link(move: Move) -> None
     assert unfoldable.stderr == "error: hash chain broken at position 4\n"
 
 
+def test_audit_commands_on_a_corrupt_payload_fail_cleanly_and_change_nothing(
+    move: Move,
+) -> None:
+    """A payload changed outside the ledger (not JSON, or JSON missing every field):
+    audit log, export, rebuild and replay each exit 1 with one line naming the event,
+    and the store keeps its events and answers."""
+    commands = {
+        "log": ["audit", "log"],
+        "export": ["export"],
+        "rebuild": ["projections", "rebuild"],
+        "replay": ["audit", "replay", "--known-at", "2030-01-01", "--subject", "team"],
+    }
+    asked = ["--json", "facts", "team", *OCTOBER]
+    runs = []
+    for payload in ("x'00ff'", "'{}'"):
+        for name, command in commands.items():
+            db = f"corrupt-{name}-{len(runs)}.db"
+            with sqlite3.connect(move.cwd / "move.db") as source:
+                source.backup(copy := sqlite3.connect(move.cwd / db))
+            copy.execute("DROP TRIGGER erstwhile_events_no_update")
+            copy.execute(f"UPDATE erstwhile_events SET state = {payload} WHERE position = 1")
+            copy.commit()
+            copy.close()
+            runs.append((db, ["--db", db, *command]))
+    failed = move.run_all(*(command for _, command in runs))
+    for (db, _), result in zip(runs, failed, strict=True):
+        assert failed_cleanly(result, 1), (db, result)
+        assert result.stderr.startswith(
+            f"error: the event at position 1 (memory {move.supabase.id}) cannot be read: "
+        ), (db, result.stderr)
+        assert "audit verify" in result.stderr
+        with sqlite3.connect(move.cwd / db) as store:
+            assert store.execute("SELECT count(*) FROM erstwhile_events").fetchone() == (7,)
+    answered = move.run_all(asked, *(["--db", db, *asked] for db, _ in runs))
+    assert values(answered[0].json()) == ["GCP"]
+    assert all(after.json() == answered[0].json() for after in answered[1:])
+
+
 def test_audit_replay_answers_as_the_ledger_stood_then(move: Move) -> None:
     before_gcp = move.aws.recorded_at.isoformat()
     replayed, table = move.run_all(

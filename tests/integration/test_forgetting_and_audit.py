@@ -887,3 +887,67 @@ def test_replay_reports_its_progress_as_rebuild_does(ledger: Ledger, clock: Manu
     assert {name for name, _, _ in seen} == {p.name for p in ledger.runner.projections}
     assert all(total == head for _, _, total in seen)
     assert max(reached for _, reached, _ in seen) == head
+
+
+# ------------------------------------------------------------------ corrupt payloads
+
+CORRUPT_PAYLOADS = {
+    "not JSON": b"\x00\xff",
+    "not an object": b"[1]",
+    "fields missing": b"{}",
+    "a field of the wrong type": b'{"kind": 5, "subject": ["team"]}',
+    "a seal that is not base64": b'{"sealed": "not base64!"}',
+}
+CORRUPTIONS = [*CORRUPT_PAYLOADS, "an unknown topic"]
+
+
+def corrupt_first_event(store_url: str, how: str) -> None:
+    """Change the first event's payload (or its topic) to one the ledger never writes."""
+    if how == "an unknown topic":
+        change = "topic = 'erstwhile.domain.events:Renamed'"
+    else:
+        data = CORRUPT_PAYLOADS[how].hex()
+        change = "state = " + (f"X'{data}'" if store_url.startswith("sqlite")
+                               else f"'\\x{data}'::bytea")  # fmt: skip
+    tamper(store_url, f"UPDATE erstwhile_events SET {change} WHERE position = 1")
+
+
+def stored_events(ledger: Ledger) -> int:
+    """How many events the log table holds, counted without decoding any."""
+    with ledger.log.backend.read() as sql:
+        sql.execute("SELECT count(*) AS n FROM erstwhile_events")
+        return int(sql.fetchone()["n"])
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_a_corrupt_payload_is_a_clear_error_that_changes_nothing(
+    store_url: str, ledger: Ledger, clock: ManualClock, how: str,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Every read of the log that meets an event changed outside the ledger is
+    StoreUnavailable naming the event; a rebuild leaves the live projections and a
+    replay its scratch store as they were."""
+    story(ledger, clock)
+    first = next(ledger.events()).memory_id
+    before, count = answers(ledger), stored_events(ledger)
+    corrupt_first_event(store_url, how)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    reads = {
+        "events": lambda: list(ledger.events()),
+        "one memory's events": lambda: list(ledger.events(memory_id=first)),
+        "export": lambda: ledger.export(io.BytesIO()),
+        "rebuild": ledger.rebuild,
+        "rebuild again (the first let go of its claim)": ledger.rebuild,
+        "replay": lambda: ledger.replay(known_at=ledger.now()),
+    }
+    for name, read in reads.items():
+        with pytest.raises(StoreUnavailable) as raised:
+            read()
+        message = str(raised.value)
+        assert f"event at position 1 (memory {first})" in message, name
+        assert "audit verify" in message and "\n" not in message, name
+    assert answers(ledger) == before and stored_events(ledger) == count
+    assert list(scratch.iterdir()) == []
+    assert ledger.verify().first_break == 1
