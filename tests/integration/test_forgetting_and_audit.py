@@ -8,6 +8,7 @@ import io
 import json
 import os
 import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -898,13 +899,17 @@ CORRUPT_PAYLOADS = {
     "a field of the wrong type": b'{"kind": 5, "subject": ["team"]}',
     "a seal that is not base64": b'{"sealed": "not base64!"}',
 }
-CORRUPTIONS = [*CORRUPT_PAYLOADS, "an unknown topic"]
+OUTSIDE_TOPIC = "this:s"
+"""A topic naming a module outside the ledger (one that prints when imported)."""
+CORRUPTIONS = [*CORRUPT_PAYLOADS, "an unknown topic", "a topic outside the ledger"]
 
 
 def corrupt_first_event(store_url: str, how: str) -> None:
     """Change the first event's payload (or its topic) to one the ledger never writes."""
     if how == "an unknown topic":
         change = "topic = 'erstwhile.domain.events:Renamed'"
+    elif how == "a topic outside the ledger":
+        change = f"topic = '{OUTSIDE_TOPIC}'"
     else:
         data = CORRUPT_PAYLOADS[how].hex()
         change = "state = " + (f"X'{data}'" if store_url.startswith("sqlite")
@@ -951,3 +956,4 @@ def test_a_corrupt_payload_is_a_clear_error_that_changes_nothing(
     assert answers(ledger) == before and stored_events(ledger) == count
     assert list(scratch.iterdir()) == []
     assert ledger.verify().first_break == 1
+    assert OUTSIDE_TOPIC.split(":")[0] not in sys.modules  # never imported to be read
