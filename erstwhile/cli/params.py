@@ -67,7 +67,10 @@ def exact_json(text: str) -> Any:
     the text: orjson reads one beyond 64 bits as a float, rounding it silently. (The
     standard library's parser reads every integer as written, so it finds them.)"""
     parsed = orjson.loads(text)
-    json.loads(text, parse_int=_exact_integer)
+    try:
+        json.loads(text, parse_int=_exact_integer)
+    except RecursionError:  # deeper than the ledger takes (JSON_DEPTH) in any case
+        raise typer.BadParameter("the JSON is nested too deeply") from None
     return parsed
 
 

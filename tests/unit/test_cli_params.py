@@ -89,6 +89,11 @@ def test_an_integer_json_cannot_keep_is_refused_wherever_it_nests(text: str) -> 
     assert parse_value(f'{{"n": {2**64 - 1}}}') == {"n": 2**64 - 1}
 
 
+def test_json_nested_past_the_parsers_depth_is_a_usage_error() -> None:
+    with pytest.raises(typer.BadParameter, match="nested too deeply"):
+        parse_value("[" * 1000 + "]" * 1000)
+
+
 def test_metadata_must_be_a_json_object() -> None:
     assert parse_metadata('{"source": "chat", "n": [1]}') == {"source": "chat", "n": [1]}
     for text in ["[1]", "12", '"x"', "{source: chat}", ""]:
