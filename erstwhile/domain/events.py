@@ -114,3 +114,5 @@ PROPOSALS = UUID("6f1b3f0e-5c1d-4a8e-9a57-2f4c1e0b7d21")
 """The UUIDv5 namespace of proposal ids."""
 
 MEMORY_EVENTS: tuple[type[LedgerEvent], ...] = (Asserted, Superseded, Archived, Forgotten)
+LEDGER_EVENTS: tuple[type[LedgerEvent], ...] = (*MEMORY_EVENTS, ProposalRejected)
+"""Every event the ledger writes: what its log may hold (reads and imports know no other)."""

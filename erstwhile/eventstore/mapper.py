@@ -16,7 +16,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder, Transcodi
 from eventsourcing.utils import TopicError, get_topic
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.domain.events import MEMORY_EVENTS, LedgerEvent, ProposalRejected
+from erstwhile.domain.events import LEDGER_EVENTS, LedgerEvent
 from erstwhile.eventstore.keys import SENSITIVE_FIELDS, seal, unseal
 
 DECODE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, TopicError, StoreUnavailable)
@@ -25,8 +25,7 @@ JSON (orjson's error is a ValueError), not an object, fields missing or of the w
 type (pydantic's is one too), an unknown topic, a seal that does not open."""
 
 
-_EVENTS: tuple[type[LedgerEvent], ...] = (*MEMORY_EVENTS, ProposalRejected)
-EVENT_CLASSES: dict[str, type[LedgerEvent]] = {get_topic(cls): cls for cls in _EVENTS}
+EVENT_CLASSES: dict[str, type[LedgerEvent]] = {get_topic(cls): cls for cls in LEDGER_EVENTS}
 """The event classes by topic: a stored topic names one of these or none (resolving it
 as eventsourcing does would import whatever module a changed row names)."""
 

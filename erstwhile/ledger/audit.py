@@ -14,14 +14,7 @@ import orjson
 import pydantic
 
 from erstwhile.domain.errors import ValidationError
-from erstwhile.domain.events import (
-    Archived,
-    Asserted,
-    Forgotten,
-    LedgerEvent,
-    ProposalRejected,
-    Superseded,
-)
+from erstwhile.domain.events import LEDGER_EVENTS, Asserted, LedgerEvent
 from erstwhile.domain.lifecycle import LogCheck
 from erstwhile.domain.memory import Memory
 from erstwhile.domain.time import LAST_INSTANT, Instant, to_utc
@@ -34,9 +27,7 @@ from erstwhile.ledger.curation import Curation
 from erstwhile.ledger.reads import Queries, event_data
 from erstwhile.projections.base import Progress
 
-EVENT_TYPES: dict[str, type[LedgerEvent]] = {
-    cls.__name__: cls for cls in (Asserted, Superseded, Archived, Forgotten, ProposalRejected)
-}
+EVENT_TYPES: dict[str, type[LedgerEvent]] = {cls.__name__: cls for cls in LEDGER_EVENTS}
 IMPORT_BATCH = 1000
 Counter = Callable[[int], None]
 """Called with the number of events handled so far, for progress bars."""
