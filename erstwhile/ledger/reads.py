@@ -156,7 +156,9 @@ class Queries(LedgerCore):
         known at ``known_at``); ``include_history`` adds the rest a full tier below.
 
         Within a tier, memories sharing more of the query's terms come first, then the
-        higher text score, then the more recent (docs/decisions.md, "Search").
+        higher text score, then the more recent (docs/decisions.md, "Search"). ``kinds``
+        keeps memories of any of those kinds, ``entities`` those naming any of them: None
+        filters nothing, an empty list leaves nothing.
         """
         if not isinstance(query, str) or "\x00" in query:
             raise ValidationError("query must be text without NUL bytes")
@@ -171,6 +173,8 @@ class Queries(LedgerCore):
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
         chosen = [_kind(k) for k in kinds] if kinds is not None else None
+        if chosen == [] or entities == []:
+            return []  # any of no kinds, naming any of no entities: nothing matches
         # "Now" and the answer come from one snapshot: "now" is then never before the
         # last event the projections hold, which the live search index relies on.
         with translated_errors(), self.log.backend.read() as sql:

@@ -140,6 +140,17 @@ def test_empty_query_lists_by_recency_and_filters_apply(ledger: Ledger, clock: M
     assert all(h.tier == "current" for h in ledger.search())
 
 
+def test_an_empty_list_of_kinds_or_entities_matches_nothing(ledger: Ledger) -> None:
+    """None means any; an empty list means none of them, as ``IN ()`` would."""
+    ledger.remember("alpha beta", kind="note", entities=["Ann"])
+    assert len(ledger.search("alpha", kinds=None, entities=None)) == 1
+    assert ledger.search("alpha", kinds=[]) == []
+    assert ledger.search("alpha", entities=[]) == []
+    assert ledger.search("", kinds=(), include_history=True) == []
+    with pytest.raises(ValidationError):  # still checked before answering
+        ledger.search("alpha", kinds=[], limit=0)
+
+
 @pytest.mark.parametrize(
     "kwargs", [{"limit": 0}, {"limit": "3"}, {"kinds": ["rumour"]}, {"as_of": "soon"}]
 )
