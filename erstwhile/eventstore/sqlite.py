@@ -119,7 +119,11 @@ class LedgerSQLiteDatastore(SQLiteDatastore):
     def __init__(self, path: str) -> None:
         super().__init__(path, lock_timeout=BUSY_TIMEOUT_SECONDS)
         self.pool.close()
-        self.pool = DurableConnectionPool(db_name=path, lock_timeout=BUSY_TIMEOUT_SECONDS)
+        # Threads of one process queue for the writer in the pool, processes in SQLite's
+        # busy handler: both wait as long (the pool's own default is 5 s).
+        self.pool = DurableConnectionPool(
+            db_name=path, lock_timeout=BUSY_TIMEOUT_SECONDS, pool_timeout=BUSY_TIMEOUT_SECONDS
+        )
 
 
 class LedgerSQLiteRecorder(SQLiteApplicationRecorder):

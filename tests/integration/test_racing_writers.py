@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -280,3 +281,27 @@ def test_entering_wal_mode_gives_up_after_the_timeout(tmp_path: Path) -> None:
     finally:
         opener.close()
         holder.close()
+
+
+def test_threads_sharing_a_ledger_wait_for_a_long_write_as_processes_do(tmp_path: Path) -> None:
+    """A write waits for another thread's write as long as for another process's (30 s,
+    the busy timeout): the connection pool's own wait for its writer gave up after 5 s."""
+    with Ledger.open(tmp_path / "shared.db") as ledger:
+        ledger.remember("before")
+        holding = threading.Event()
+
+        def hold_the_writer() -> None:
+            with ledger.log.backend.write():
+                holding.set()
+                time.sleep(5.5)
+
+        holder = threading.Thread(target=hold_the_writer)
+        holder.start()
+        try:
+            assert holding.wait(10)
+            waited = time.monotonic()
+            after = ledger.remember("after")
+            assert time.monotonic() - waited >= 5
+        finally:
+            holder.join()
+        assert ledger.get(after.id).content == "after"
