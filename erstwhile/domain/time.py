@@ -31,6 +31,8 @@ def to_utc(value: Instant, field: str = "time") -> datetime:
     if isinstance(value, str):
         text = value.strip()
         try:
+            if "\x00" in text:  # fromisoformat stops reading at a trailing NUL
+                raise ValueError(text)
             parsed = datetime.fromisoformat(text)
         except ValueError:
             raise ValidationError(
