@@ -37,8 +37,14 @@ def test_aware_datetimes_are_converted_to_utc() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        datetime(2026, 3, 1), "2026-03-01T00:00:00", "not a time", date(2026, 3, 1), 17, None,
-        "2026-03-01T00:00:00Z\x00", "2026-03-01T00:00:00+00:00\x00junk",
+        datetime(2026, 3, 1),
+        "2026-03-01T00:00:00",
+        "not a time",
+        date(2026, 3, 1),
+        17,
+        None,
+        "2026-03-01T00:00:00Z\x00",
+        "2026-03-01T00:00:00+00:00\x00junk",
     ],
 )
 def test_naive_or_unparsable_instants_are_refused(value: object) -> None:
