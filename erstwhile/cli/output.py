@@ -159,7 +159,8 @@ def proposal_table(proposals: Sequence[Proposal]) -> Table:
 
 
 def conflict_table(conflict: Conflict) -> Table:
-    """Return one contradiction: its members, the highest-confidence one starred."""
+    """Return one contradiction: its members, the highest-confidence ones starred (every
+    member as confident as the highest, when several are)."""
     title = (
         f"{conflict.subject} {conflict.attribute}: {len(conflict.members)} claims disagree "
         f"(resolution: {conflict.resolution.replace('_', ' ')})"
@@ -168,10 +169,11 @@ def conflict_table(conflict: Conflict) -> Table:
     table.add_column("content", overflow="fold", width=ID_WIDTH)
     for column in ("value", "valid window", "confidence"):
         table.add_column(column, overflow="fold")
+    highest = conflict.highest_confidence.confidence
     for memory in conflict.members:
         content = Text(memory.content)
         content.append(f"\n{memory.id}", style="dim")
-        star = " ★" if memory.id == conflict.highest_confidence.id else ""
+        star = " ★" if memory.confidence == highest else ""
         cells = [show_value(memory.value), show_window(memory), f"{memory.confidence:.2f}{star}"]
         table.add_row(content, *(Text(cell) for cell in cells))
     return table

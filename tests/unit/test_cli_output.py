@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, datetime
+from pathlib import Path
 from uuid import UUID
 
 import pytest
 from rich.console import Console
 
-from erstwhile.cli.output import event_table, proposal_table
+from erstwhile import Ledger
+from erstwhile.cli.output import conflict_table, event_table, proposal_table
 from erstwhile.domain.views import LoggedEvent, Proposal
 from erstwhile.ledger.core import mask_password
 
@@ -65,3 +67,16 @@ def test_a_narrow_terminal_shows_every_column_and_whole_ids(width: int) -> None:
 def test_a_wide_terminal_keeps_the_table() -> None:
     text = rendered(event_table(EVENTS), 200)
     assert "┃ #" in text and "2026-12-01 18:15:01Z" in text and "planner-bot" in text
+
+
+@pytest.mark.parametrize(("confidences", "stars"), [((0.9, 0.6), 1), ((0.7, 0.7), 2)])
+def test_a_conflict_stars_each_member_as_confident_as_the_highest(
+    tmp_path: Path, confidences: tuple[float, float], stars: int
+) -> None:
+    with Ledger.open(tmp_path / "c.db") as ledger:
+        for value, confidence in zip(("Postgres", "MySQL"), confidences, strict=True):
+            ledger.remember(f"orion uses {value}", subject="orion", attribute="database",
+                            value=value, confidence=confidence)  # fmt: skip
+        (conflict,) = ledger.conflicts()
+    shown = rendered(conflict_table(conflict), 120)
+    assert shown.count("★") == stars + 1  # and the caption's
