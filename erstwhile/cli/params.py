@@ -7,7 +7,6 @@ A value that does not parse is a usage error (exit 2), reported before the ledge
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import UTC, date, datetime
 from typing import Annotated, Any
@@ -15,7 +14,9 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from erstwhile.domain.memory import JSON_INTEGERS, Kind
+from erstwhile.domain import memory
+from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.memory import Kind
 
 _BARE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 TIME_HELP = "TIME is ISO 8601 with an offset or Z, a bare date (midnight UTC), or 'now'."
@@ -63,23 +64,16 @@ def parse_metadata(text: str) -> dict[str, Any]:
 
 
 def exact_json(text: str) -> Any:
-    """Parse JSON with orjson, refusing an integer it cannot keep exactly, anywhere in
-    the text: orjson reads one beyond 64 bits as a float, rounding it silently. (The
-    standard library's parser reads every integer as written, so it finds them.)"""
+    """Parse JSON with orjson, as the ledger stores it, an integer beyond 64 bits (which
+    orjson would round into a float) or nesting too deep anywhere in it being a usage
+    error (see :func:`erstwhile.domain.memory.check_integers`)."""
     parsed = orjson.loads(text)
     try:
-        json.loads(text, parse_int=_exact_integer)
-    except RecursionError:  # deeper than the ledger takes (JSON_DEPTH) in any case
-        raise typer.BadParameter("the JSON is nested too deeply") from None
+        memory.check_integers(text)  # all of them: the text is short, and a usage error
+    except ValidationError as error:
+        hint = "; quote it to keep it as text" if "64 bits" in str(error) else ""
+        raise typer.BadParameter(f"{error}{hint}") from None
     return parsed
-
-
-def _exact_integer(digits: str) -> int:
-    # Over 20 digits never fits (and Python refuses to read over 4,300 of them).
-    if len(digits) > 21 or int(digits) not in JSON_INTEGERS:
-        shown = digits if len(digits) <= 40 else f"{digits[:20]}...{digits[-10:]}"
-        raise typer.BadParameter(f"{shown} does not fit in 64 bits; quote it to keep it as text")
-    return int(digits)
 
 
 def parse_kind(text: str) -> Kind:

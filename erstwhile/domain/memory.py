@@ -7,7 +7,9 @@ windows) live here, in one place, so every front end refuses the same things.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -97,6 +99,42 @@ def normalise_entities(entities: Iterable[str]) -> list[str]:
 
 JSON_INTEGERS = range(-(2**63), 2**64)
 """The integers a JSON value may hold: what the log's encoder (orjson) writes exactly."""
+
+LONG_DIGITS = re.compile(r"\d{19}")
+LONG_DIGITS_BYTES = re.compile(rb"\d{19}")
+"""Nineteen digits in a row: the shortest run that can spell an integer outside
+:data:`JSON_INTEGERS` (-2**63 has 19 digits)."""
+
+
+def exact_json(text: str | bytes) -> Any:
+    """Parse JSON as the log does (orjson), refusing with ``ValidationError`` an integer
+    it cannot keep exactly: orjson reads one beyond 64 bits as a float, rounding it
+    silently. Only text holding a run of 19 digits can hold one, so only such text is
+    checked (``orjson.JSONDecodeError`` for text that is not JSON)."""
+    parsed = orjson.loads(text)
+    long_digits = LONG_DIGITS_BYTES if isinstance(text, bytes) else LONG_DIGITS
+    if long_digits.search(text):  # type: ignore[arg-type]
+        check_integers(text)
+    return parsed
+
+
+def check_integers(text: str | bytes) -> None:
+    """Refuse JSON text holding an integer beyond 64 bits, or nested deeper than Python's
+    own parser goes (far deeper than any value the ledger takes, ``JSON_DEPTH``), with
+    ``ValidationError``. The standard library's parser reads every integer as written."""
+    try:
+        json.loads(text, parse_int=_exact_integer)
+    except RecursionError:
+        raise ValidationError("the JSON is nested too deeply") from None
+
+
+def _exact_integer(digits: str) -> int:
+    # Over 21 digits never fits (and Python refuses to read over 4,300 of them).
+    if len(digits) > 21 or int(digits) not in JSON_INTEGERS:
+        shown = digits if len(digits) <= 40 else f"{digits[:20]}...{digits[-10:]}"
+        raise ValidationError(f"{shown} does not fit in 64 bits")
+    return int(digits)
+
 
 LOG_POSITIONS = range(0, 2**63)
 """Every log position there can be (the stores keep them as signed 64-bit integers)."""

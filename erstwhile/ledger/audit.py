@@ -16,7 +16,7 @@ import pydantic
 from erstwhile.domain.errors import ValidationError
 from erstwhile.domain.events import LEDGER_EVENTS, Asserted, LedgerEvent
 from erstwhile.domain.lifecycle import LogCheck
-from erstwhile.domain.memory import Memory
+from erstwhile.domain.memory import Memory, exact_json
 from erstwhile.domain.time import LAST_INSTANT, Instant, to_utc
 from erstwhile.domain.views import VerifyReport
 from erstwhile.eventstore import EventFilter, EventLog, open_backend, translated_errors
@@ -189,8 +189,8 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
         if not line.strip():
             continue
         try:
-            entry = _restored(orjson.loads(line))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError,
+            entry = _restored(exact_json(line))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, ValidationError,
                 pydantic.ValidationError) as error:  # fmt: skip
             first = str(error).splitlines()[0]
             raise ValidationError(

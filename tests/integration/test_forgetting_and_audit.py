@@ -698,6 +698,29 @@ def test_import_refuses_garbage_and_writes_nothing(tmp_path: Path, clock: Manual
             assert event_count(target) == 0
 
 
+@pytest.mark.parametrize("big", [2**64, -(2**63) - 1, 10**30])
+def test_import_refuses_an_integer_beyond_64_bits_and_writes_nothing(
+    tmp_path: Path, big: int
+) -> None:
+    """orjson reads such an integer as a float: the import stored it rounded, without a
+    word, where ``remember`` refuses it."""
+    with Ledger.open(f"sqlite:///{tmp_path}/source.db") as source:
+        source.remember("fits", value=2**64 - 1, metadata={"n": -(2**63)})
+        buffer = io.BytesIO()
+        source.export(buffer)
+    (line,) = buffer.getvalue().splitlines()
+    with Ledger.open(f"sqlite:///{tmp_path}/copy.db") as target:
+        for bad in (line.replace(b"18446744073709551615", str(big).encode()),
+                    line.replace(b"-9223372036854775808", str(big).encode())):  # fmt: skip
+            assert bad != line
+            with pytest.raises(ValidationError, match="import line 1: .*64 bits"):
+                target.import_events([bad])
+            assert target.head() == 0
+        assert target.import_events([line]) == 1
+        (copied,) = target.search("fits")
+        assert copied.memory.value == 2**64 - 1 and copied.memory.metadata == {"n": -(2**63)}
+
+
 def test_an_import_that_fails_late_writes_nothing(
     open_ledger: OpenLedger, clock: ManualClock, tmp_path: Path
 ) -> None:
