@@ -713,7 +713,7 @@ def test_import_refuses_an_integer_beyond_64_bits_and_writes_nothing(
         for bad in (line.replace(b"18446744073709551615", str(big).encode()),
                     line.replace(b"-9223372036854775808", str(big).encode())):  # fmt: skip
             assert bad != line
-            with pytest.raises(ValidationError, match="import line 1: .*64 bits"):
+            with pytest.raises(ValidationError, match=r"import line 1: .*64 bits"):
                 target.import_events([bad])
             assert target.head() == 0
         assert target.import_events([line]) == 1
