@@ -52,6 +52,19 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def parse_revised_value(text: str) -> Any:
+    """Read a revision's value (see :func:`parse_value`), refusing JSON ``null``: revise
+    copies the older memory's value when none is given, and null would be taken as
+    none given, so the revision would silently keep the old value."""
+    value = parse_value(text)
+    if value is None:
+        raise typer.BadParameter(
+            "null would keep the older memory's value (revise copies what is not given); "
+            "to supersede it with a claim that has no value, use remember --supersedes"
+        )
+    return value
+
+
 def parse_metadata(text: str) -> dict[str, Any]:
     """Read metadata: it must be a JSON object."""
     try:
@@ -126,6 +139,14 @@ ValueOpt = Annotated[
     Any,
     typer.Option(
         parser=parse_value, metavar="JSON", help="The value: JSON, or else taken as plain text."
+    ),
+]
+RevisedValueOpt = Annotated[
+    Any,
+    typer.Option(
+        parser=parse_revised_value,
+        metavar="JSON",
+        help="The value: JSON, or else taken as plain text (default: the older memory's).",
     ),
 ]
 EntityOpt = Annotated[

@@ -191,11 +191,13 @@ def test_every_error_is_one_line_with_its_exit_code_and_appends_nothing(story: S
         **REFUSED,
         "other namespace": (elsewhere, 1),
         "refused supersession": (refused_twice, 1),
+        "revision to a null value": (["revise", story.aws["id"], "No cloud", "--value", "null"], 2),
     }
     results = story.run_all(*(args for args, _ in cases.values()))
     for (name, (_, code)), result in zip(cases.items(), results, strict=True):
         assert failed_cleanly(result, code), (name, result)
-    assert "already_superseded" in results[-1].stderr
+    assert "already_superseded" in results[-2].stderr
+    assert "remember --supersedes" in results[-1].stderr
     assert len(story.run("--json", "audit", "log").json()) == before
 
 
