@@ -27,6 +27,12 @@ from erstwhile.domain.time import Window, optional_utc
 
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_METADATA_BYTES = 16 * 1024
+MAX_VALUE_BYTES = 64 * 1024
+MAX_ENTITIES_BYTES = 16 * 1024
+"""A value and the list of entities, as JSON. Besides keeping a row's size bounded, the
+two limits and content's bound the full-text document made of them (with the labels:
+at most about 150 KiB), which PostgreSQL's ``tsvector`` refuses past 1 MiB: a write
+over it failed there, and one appended without folding left a log no fold could pass."""
 MAX_LABEL_CHARS = 1024
 MAX_LABEL_KEY_BYTES = 768
 """A label's comparison form, in UTF-8: indexes hold it beside a namespace and another
@@ -294,6 +300,8 @@ class MemoryDraft(BaseModel):
         for name in names:
             _plain(name, "entities")
             _fits_an_index(name, "an entity")
+        if names and len(orjson.dumps(names)) > MAX_ENTITIES_BYTES:
+            raise ValueError(f"entities take more than {MAX_ENTITIES_BYTES} bytes as JSON (16 KiB)")
         return tuple(names)
 
     @field_validator("evidence", mode="before")
@@ -328,6 +336,8 @@ class MemoryDraft(BaseModel):
     @classmethod
     def _value(cls, value: Any) -> Any:
         check_json(value, "value")
+        if value is not None and len(orjson.dumps(value)) > MAX_VALUE_BYTES:
+            raise ValueError(f"value is larger than {MAX_VALUE_BYTES} bytes as JSON (64 KiB)")
         return value
 
     @field_validator("metadata")

@@ -345,3 +345,56 @@ def test_the_calendars_ends_are_answers_not_crashes(seeded: tuple[Ledger, Any, A
     assert ledger.purge(grace=timedelta.max) == []
     with ledger.replay(known_at=datetime.max.replace(tzinfo=UTC)) as past:
         assert past.head() == ledger.head()
+
+
+def _words(prefix: str, limit: int) -> str:
+    """Distinct words (``c0 c1 ...``) filling ``limit`` bytes: the most lexemes a text of
+    that size gives the full-text index."""
+    text, n = [], 0
+    size = -1
+    while size + len(f" {prefix}{n}") <= limit:
+        text.append(f"{prefix}{n}")
+        size += len(f" {prefix}{n}")
+        n += 1
+    return " ".join(text)
+
+
+def test_a_memory_at_every_size_limit_is_indexed_on_both_backends(
+    open_ledger: OpenLedger,
+) -> None:
+    """Content, value, labels and entities at their limits make the largest full-text
+    document a memory can have. PostgreSQL's ``tsvector`` (1 MiB at most) takes it, also
+    from a writer that appends without folding (a document it refused there left a log
+    that no later open could fold past)."""
+    content = _words("c", 64 * 1024)
+    value = _words("v", 64 * 1024 - 2)
+    entities = [f"e{n:05}" for n in range(16 * 1024 // 9)]
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    big = writer.remember(content, subject="s" * 700, attribute="a" * 700, value=value,
+                          entities=entities)  # fmt: skip
+    reader = open_ledger(namespace="acme")  # folds the log as it opens
+    assert reader.get(big.id).value == value
+    assert [hit.memory.id for hit in reader.search("c1234 v4321")] == [big.id]
+    with pytest.raises(ValidationError, match="value is larger"):
+        writer.remember("one byte more", value=value + "x" * 3)
+    assert reader.head() == 1
+
+
+def test_an_import_refuses_a_value_over_the_limit_and_the_store_still_opens(
+    open_ledger: OpenLedger, tmp_path: Path, store_url: str
+) -> None:
+    """An export from a store written before the limit may hold a larger value: its import
+    is refused before anything commits (into PostgreSQL it committed the log, then failed
+    to fold it, and every later open failed too)."""
+    with Ledger.open(f"sqlite:///{tmp_path}/source.db") as source:
+        source.remember("a big value", value="v" * 100)
+        buffer = io.BytesIO()
+        source.export(buffer)
+    (line,) = buffer.getvalue().splitlines()
+    oversize = line.replace(b'"' + b"v" * 100 + b'"', b'"' + b"v w" * 40_000 + b'"')
+    target = open_ledger(namespace="default")
+    with pytest.raises(ValidationError, match=r"import line 1: .*value is larger"):
+        target.import_events([oversize])
+    assert target.head() == 0
+    with Ledger.open(store_url) as reopened:
+        assert reopened.import_events([line]) == 1

@@ -10,7 +10,9 @@ import pytest
 from erstwhile import ValidationError
 from erstwhile.domain.memory import (
     MAX_CONTENT_BYTES,
+    MAX_ENTITIES_BYTES,
     MAX_METADATA_BYTES,
+    MAX_VALUE_BYTES,
     Kind,
     normalise_entities,
     parse_draft,
@@ -72,6 +74,9 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "value": {1: "a"}}, "keys must be text"),
     ({"content": "x", "value": "a\x00"}, "NUL"),
     ({"content": "x", "metadata": {"blob": "x" * MAX_METADATA_BYTES}}, "16 KiB"),
+    ({"content": "x", "value": "x" * (MAX_VALUE_BYTES - 1)}, "value is larger than"),
+    ({"content": "x", "value": [f"w{n}" for n in range(20_000)]}, "value is larger than"),
+    ({"content": "x", "entities": [f"e{n}" for n in range(4_000)]}, "entities take more"),
     ({"content": "x", "metadata": {"when": datetime(2026, 1, 1, tzinfo=UTC)}}, "JSON"),
     ({"content": "x", "metadata": ["not", "an", "object"]}, "metadata"),
     ({"content": "x", "subject": "a\x00"}, "NUL"),
@@ -149,3 +154,11 @@ def test_valid_until_before_the_recording_instant_is_refused_when_start_defaults
 def test_json_values_of_every_shape_are_accepted() -> None:
     for value in ["AWS", 12, 12.5, True, None, [1, "a"], {"region": "eu", "n": [1]}]:
         assert parse_draft({"content": "x", "value": value}).value == value
+
+
+def test_a_value_and_entities_at_their_limits_are_taken() -> None:
+    """The limits count JSON bytes: a string's two quotes, a list's brackets and commas."""
+    at_limit = parse_draft({"content": "x", "value": "x" * (MAX_VALUE_BYTES - 2)})
+    assert len(at_limit.value) == MAX_VALUE_BYTES - 2
+    names = [f"e{n:05}" for n in range(MAX_ENTITIES_BYTES // 9)]  # "e00000", is 9 bytes
+    assert len(parse_draft({"content": "x", "entities": names}).entities) == len(names)
