@@ -141,7 +141,7 @@ class TierSearch:
         then those sharing one fewer, down to one, until ``need`` hits are found. Each
         level ranks only its own memories, so common terms never make the search score
         every memory that shares one of them."""
-        known = self.index.known(self.sql, terms, self.tier.live)[:MAX_TERMS]
+        known = self.index.known(self.sql, terms, self.tier.live, MAX_TERMS)
         if not known:
             return []
         narrowed = self.narrowed(known, need)

@@ -347,6 +347,12 @@ def upkeep(sql: Sql, removed: int) -> None:
     sql.execute(f"UPDATE {UPKEEP} SET removed = 0, budget = ?", (budget,))
 
 
+KNOWN_PER_STATEMENT = 500
+"""How many query terms one statement checks: a column each, and a ``SELECT`` takes at
+most 2,000 columns on SQLite and 1,664 on PostgreSQL (a pasted page of 2,100 words
+failed on both before the check went by chunks)."""
+
+
 class SearchProjection(Projection):
     """Full-text rows per memory, and the queries over them; the SQL differs per backend."""
 
@@ -525,11 +531,20 @@ class SearchProjection(Projection):
     def _table(self, live: bool) -> str:
         return LIVE if live else FULL
 
-    def known(self, sql: Sql, terms: Sequence[str], live: bool) -> list[str]:
-        """Return the terms that can match: on SQLite those some memory in the index
-        (``live``: the live index) holds; on PostgreSQL those its ``english``
+    def known(self, sql: Sql, terms: Sequence[str], live: bool, most: int) -> list[str]:
+        """Return the first ``most`` terms that can match: on SQLite those some memory in
+        the index (``live``: the live index) holds; on PostgreSQL those its ``english``
         configuration does not drop as stop words (asking the table would cost a scan
-        for a term it lacks, unless the planner has statistics)."""
+        for a term it lacks, unless the planner has statistics). Terms are checked
+        :data:`KNOWN_PER_STATEMENT` at a time, each a column of one ``SELECT``."""
+        found: list[str] = []
+        for start in range(0, len(terms), KNOWN_PER_STATEMENT):
+            found += self._known(sql, terms[start : start + KNOWN_PER_STATEMENT], live)
+            if len(found) >= most:
+                break
+        return found[:most]
+
+    def _known(self, sql: Sql, terms: Sequence[str], live: bool) -> list[str]:
         if self.sqlite:
             table = self._table(live)
             checks = [f"EXISTS (SELECT 1 FROM {table} WHERE {table} MATCH ?)"] * len(terms)

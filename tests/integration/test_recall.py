@@ -283,6 +283,20 @@ def test_a_long_question_finds_a_memory_by_any_of_its_first_62_words(ledger: Led
         assert found == set(words), options
 
 
+def test_a_pasted_page_of_thousands_of_words_is_answered(ledger: Ledger) -> None:
+    """Each query term was a column of one statement, which takes at most 2,000 (SQLite)
+    or 1,664 (PostgreSQL): 2,100 words failed with ``StoreUnavailable``."""
+    bravo = ledger.remember("alpha bravo charlie")
+    filler = [f"filler{chr(97 + n // 676)}{chr(97 + n // 26 % 26)}{chr(97 + n % 26)}"
+              for n in range(2_100)]  # fmt: skip
+    assert [h.memory.id for h in ledger.search(" ".join(["bravo", *filler]))] == [bravo.id]
+    # Past the first 62 terms that can match, words are cut (docs/decisions.md, "Search"):
+    # on SQLite the filler matches nothing, so "bravo" is among the first 62.
+    late = ledger.search(" ".join([*filler, "bravo"]), include_history=True)
+    assert [h.memory.id for h in late] == ([bravo.id] if ledger.log.backend.dialect == "sqlite"
+                                           else [])  # fmt: skip
+
+
 def test_search_filters_take_any_iterable_of_names(ledger: Ledger) -> None:
     from collections import deque
 
