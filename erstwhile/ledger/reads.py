@@ -25,6 +25,10 @@ from erstwhile.projections import (
 )
 from erstwhile.projections.reader import LATEST
 
+MAX_FILTER_ENTITIES = 1000
+"""How many entities a search may filter by: each is a parameter of its statements, and
+PostgreSQL takes at most 65,535 (a memory's own entities fit in 16 KiB of JSON)."""
+
 
 class Queries(LedgerCore):
     """history, chain, facts, timeline, events, search."""
@@ -170,9 +174,13 @@ class Queries(LedgerCore):
         entities, kinds = names(entities, "entities"), names(kinds, "kinds")
         for entity in entities or ():
             label_argument(entity, "entities", required=True)
+        if entities is not None and len(set(entities)) > MAX_FILTER_ENTITIES:
+            raise ValidationError(
+                f"entities: a search takes at most {MAX_FILTER_ENTITIES:,} names to filter by"
+            )
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
-        chosen = [_kind(k) for k in kinds] if kinds is not None else None
+        chosen = list(dict.fromkeys(_kind(k) for k in kinds)) if kinds is not None else None
         if chosen == [] or entities == []:
             return []  # any of no kinds, naming any of no entities: nothing matches
         # "Now" and the answer come from one snapshot: "now" is then never before the

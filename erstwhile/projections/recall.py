@@ -329,7 +329,7 @@ def _filters(request: SearchRequest, namespace: str, where: list[str], params: l
 
 def entity_keys(request: SearchRequest) -> list[str]:
     """The entities a search is filtered by, in their indexed form."""
-    return [normalise_label(name) for name in request.entities or ()]
+    return list(dict.fromkeys(normalise_label(name) for name in request.entities or ()))
 
 
 def open_proposals(sql: Sql, namespace: str) -> list[Any]:

@@ -152,7 +152,14 @@ def test_an_empty_list_of_kinds_or_entities_matches_nothing(ledger: Ledger) -> N
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"limit": 0}, {"limit": "3"}, {"kinds": ["rumour"]}, {"as_of": "soon"}]
+    "kwargs",
+    [
+        {"limit": 0},
+        {"limit": "3"},
+        {"kinds": ["rumour"]},
+        {"as_of": "soon"},
+        {"entities": [f"e{n}" for n in range(1_001)]},
+    ],
 )
 def test_search_refuses_bad_arguments(ledger: Ledger, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
@@ -295,6 +302,16 @@ def test_a_pasted_page_of_thousands_of_words_is_answered(ledger: Ledger) -> None
     late = ledger.search(" ".join([*filler, "bravo"]), include_history=True)
     assert [h.memory.id for h in late] == ([bravo.id] if ledger.log.backend.dialect == "sqlite"
                                            else [])  # fmt: skip
+
+
+def test_repeated_filter_names_count_once(ledger: Ledger) -> None:
+    """Each name was a parameter of the statements: 70,000 repeats of a kind, or of an
+    entity, passed PostgreSQL's 65,535 and failed with ``StoreUnavailable`` there."""
+    memory = ledger.remember("The team moved to AWS", entities=["team"], kind="decision")
+    hits = ledger.search("aws", kinds=["decision"] * 70_000, entities=["Team", "team "] * 35_000)
+    assert [h.memory.id for h in hits] == [memory.id]
+    many = [*(f"e{n}" for n in range(999)), "TEAM"]
+    assert [h.memory.id for h in ledger.search("", entities=many)] == [memory.id]
 
 
 def test_search_filters_take_any_iterable_of_names(ledger: Ledger) -> None:
