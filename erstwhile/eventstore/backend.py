@@ -105,6 +105,9 @@ class Backend(ABC):
     tracking_table: str
     """eventsourcing's tracking table: one row per projection and its position."""
     events_table = "erstwhile_events"
+    scrub_wait_seconds: float = 30.0
+    """How long a scrub waits for other connections' older snapshots, which still see
+    the erased rows, to end (as long as a writer waits for the write lock)."""
 
     @abstractmethod
     def write(self, durable: bool = True, bulk: bool = False) -> AbstractContextManager[Sql]:
@@ -186,7 +189,11 @@ class Backend(ABC):
 
     @abstractmethod
     def scrub(self) -> None:
-        """Make erased bytes unreadable in the database files (after a hard forget)."""
+        """Make erased bytes unreadable in the database files (after a hard forget).
+
+        Rows another connection's snapshot still sees cannot be removed: the scrub waits
+        up to :attr:`scrub_wait_seconds` for such snapshots to end, then raises
+        ``StoreUnavailable`` if one still holds them."""
 
     def clock_micros(self, sql: Sql) -> int:
         """The database's clock in µs (SQLite's is this machine's: the file is local)."""

@@ -29,7 +29,12 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.eventstore.backend import DRIVER_ERRORS, TAGGED, Backend, Sql
+from erstwhile.eventstore.backend import (
+    DRIVER_ERRORS,
+    TAGGED,
+    Backend,
+    Sql,
+)
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 NO_TRUNCATE = "erstwhile_events_no_truncate"
@@ -53,6 +58,15 @@ PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 """A schema name PostgreSQL takes as it is, quoted or not (eventsourcing's recorders
 write it unquoted into some statements, where another name would fail or fold case)."""
 BEGIN_READ = ("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",)
+OLDER_SNAPSHOTS = (
+    "SELECT pid, application_name FROM pg_stat_activity "
+    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+    "AND backend_xmin IS NOT NULL AND backend_type <> 'autovacuum worker' "
+    "AND xact_start < %s ORDER BY xact_start LIMIT 1"
+)
+"""Another session of this database whose transaction began before the given instant
+and holds a snapshot (``backend_xmin``): what it can see, VACUUM cannot remove."""
+SNAPSHOT_POLL_SECONDS = 0.05
 
 
 class LedgerPostgresDatastore(PostgresDatastore):
@@ -443,8 +457,32 @@ class PostgresBackend(Backend):
         ``FULL``: the tables are rewritten, so no freed page keeps the bytes either (an
         exclusive lock on each table meanwhile; see docs/forgetting.md)."""
         options = "FULL, ANALYZE" if self.scrub_mode == "full" else "ANALYZE"
+        self._wait_for_older_snapshots()
         for table in SCRUBBED:
             self.vacuum(table, options)
+
+    def _wait_for_older_snapshots(self) -> None:
+        """Wait until no other session of this database holds a snapshot taken before
+        now (the erase has committed): a row deleted after a snapshot was taken stays
+        visible to it, so VACUUM keeps it, and VACUUM FULL copies it into the rewritten
+        table, key bytes and content alike. Polls :data:`OLDER_SNAPSHOTS` for at most
+        :attr:`scrub_wait_seconds`, then raises ``StoreUnavailable``."""
+        deadline = time.monotonic() + self.scrub_wait_seconds
+        with self.datastore.get_connection() as connection:
+            clock = connection.execute("SELECT clock_timestamp() AS now").fetchone()
+            since = cast(dict[str, Any], clock)["now"]
+            while True:
+                holder = connection.execute(OLDER_SNAPSHOTS, (since,)).fetchone()
+                if holder is None:
+                    return
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(
+                        f"session {holder['pid']} ({holder['application_name'] or 'no name'})"
+                        f" kept a transaction open from before the erase for "
+                        f"{self.scrub_wait_seconds:g} s, and the erased rows stay in the "
+                        "tables' files while it can see them"
+                    )
+                time.sleep(SNAPSHOT_POLL_SECONDS)
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(own(sql), events)

@@ -26,6 +26,7 @@ from eventsourcing.sqlite import (
     SQLiteTrackingRecorder,
 )
 
+from erstwhile.domain.errors import StoreUnavailable
 from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
@@ -285,10 +286,23 @@ class SQLiteBackend(Backend):
         """Checkpoint the WAL into the main file and truncate it.
 
         ``secure_delete`` has already zeroed freed cells; the checkpoint moves the
-        zeroed pages home and empties the ``-wal`` file, which held the old pages.
+        zeroed pages home and empties the ``-wal`` file, which held the old pages. It
+        waits (in the busy handler) for readers whose snapshot still needs those old
+        pages; if one holds on past :attr:`scrub_wait_seconds`, the pages stay in the
+        ``-wal`` and ``StoreUnavailable`` says so.
         """
         with self.datastore.get_connection(commit=True) as connection:
-            connection._sqlite_conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            raw = connection._sqlite_conn
+            raw.execute(f"PRAGMA busy_timeout={int(self.scrub_wait_seconds * 1000)}")
+            try:
+                busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
+        if busy:
+            raise StoreUnavailable(
+                "another connection kept reading from before the erase for "
+                f"{self.scrub_wait_seconds:g} s, so the old pages stay in the -wal file"
+            )
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:
         self.recorder.insert_recorded(sql.raw, events)

@@ -15,6 +15,7 @@ from erstwhile.domain.errors import (
     ConcurrencyConflict,
     IdempotencyMismatch,
     NotFound,
+    StoreUnavailable,
     SupersessionRefused,
     ValidationError,
 )
@@ -222,11 +223,16 @@ class WriteCommands(LedgerCore):
         Soft: the content stays in the log for audit. Hard: the memory's key is destroyed
         with the ``Forgotten`` event, its projection rows and search entry are wiped and
         the database files scrubbed, so the content is unrecoverable; the skeleton (id,
-        kind, times, links, actor) and the event remain. Forgetting a forgotten memory is
-        a no-op success; a soft forget may be upgraded to hard.
+        kind, times, links, actor) and the event remain. Forgetting a forgotten memory
+        appends nothing; a soft forget may be upgraded to hard, and a hard forget of an
+        erased memory scrubs the files again (after a scrub that failed or could not
+        finish: ``StoreUnavailable`` says the erase itself committed).
         """
         hard, reason = flag(hard, "hard"), optional_text(reason, "reason")
         target = self._state(memory_id)
+        if target.erased and hard:
+            self._scrub(target.id)
+            return
         if target.erased or (target.state is State.FORGOTTEN and not hard):
             return
         if hard and not self._has_key(target.id):
@@ -248,8 +254,20 @@ class WriteCommands(LedgerCore):
             # projections' copies of the content now, not when a follower comes by.
             self.runner.catch_up(until=position)
         if hard:
+            self._scrub(target.id)
+
+    def _scrub(self, erased: UUID) -> None:
+        """Scrub the database files after a hard forget of ``erased`` (committed
+        already), saying so if the scrub fails or cannot finish."""
+        try:
             with translated_errors():
                 self.log.backend.scrub()
+        except StoreUnavailable as error:
+            raise StoreUnavailable(
+                f"memory {erased} is erased (its key destroyed, the forget recorded), but "
+                f"the database files are not scrubbed yet: {error}; forget it again "
+                "(hard) to scrub them"
+            ) from error
 
     def purge(self, *, grace: timedelta = DEFAULT_GRACE) -> list[UUID]:
         """Turn soft forgets older than ``grace`` (default 30 days) into hard ones; return

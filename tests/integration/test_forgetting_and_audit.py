@@ -7,8 +7,12 @@ import base64
 import io
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -247,6 +251,105 @@ def test_a_hard_forget_leaves_nothing_in_the_planner_statistics(
         assert bytes(key).hex() not in sampled
         rewritten = {t for t, node in relation_files(url, held).items() if node != files[t]}
         assert rewritten == (set(held) if scrub == "full" else set())
+
+
+@contextmanager
+def older_snapshot(url: str) -> Iterator[Callable[[], None]]:
+    """Hold a read snapshot of the store in another connection, as a long report would,
+    until the yielded ``release`` is called (or the block ends)."""
+    if url.startswith("sqlite:///"):
+        reader: Any = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None,
+                                      check_same_thread=False)  # fmt: skip
+        reader.execute("BEGIN")
+    else:
+        parts = urlsplit(url)
+        reader = psycopg.connect(parts._replace(query="").geturl(), autocommit=True)
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        reader.execute(f"SET LOCAL search_path TO {parse_qs(parts.query)['schema'][0]}")
+    reader.execute("SELECT count(*) FROM memories").fetchall()
+    lock, released = threading.Lock(), []
+
+    def release() -> None:
+        with lock:
+            if not released:
+                released.append(True)
+                reader.execute("ROLLBACK")
+                reader.close()
+
+    try:
+        yield release
+    finally:
+        release()
+
+
+def tuples_holding(url: str, needles: list[bytes]) -> list[str]:
+    """The tables whose row versions, live or dead but not yet removed, hold any of
+    ``needles``: every heap page of the tables that held a memory's text or key, read
+    raw (``pageinspect``); for SQLite, the database files."""
+    if url.startswith("sqlite:///"):
+        data = stored_bytes(url)
+        return ["files"] if any(needle in data for needle in needles) else []
+    schema = parse_qs(urlsplit(url).query)["schema"][0]
+    found = []
+    for table in [*HELD, "erstwhile_keys"]:
+        for needle in needles:
+            (count,) = server_rows(
+                url, "SELECT count(*) FROM generate_series(0, pg_relation_size("
+                     "format('%%I.%%I', %s::text, %s::text)::regclass) / 8192 - 1) AS block, "
+                     "LATERAL heap_page_items(get_raw_page(format('%%I.%%I', %s::text, %s::text), "
+                     "block::int)) AS row WHERE position(%s::bytea IN row.t_data) > 0",
+                table, schema, table, needle,
+            )[0]  # fmt: skip
+            if count:
+                found.append(table)
+    return sorted(set(found))
+
+
+def forgettable(url: str, ledger: Ledger) -> tuple[Any, list[bytes]]:
+    """A memory holding the secrets, and what a scan must not find after its hard
+    forget: its content and its key's bytes."""
+    secret = remember_secret(ledger)
+    with ledger.log.backend.read() as sql:
+        sql.execute("SELECT key_bytes FROM erstwhile_keys WHERE memory_id = ?", [str(secret.id)])
+        key = bytes(sql.fetchone()["key_bytes"])
+    if not url.startswith("sqlite:///"):
+        with psycopg.connect(urlsplit(url)._replace(query="").geturl(), autocommit=True) as db:
+            db.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+    return secret, [SECRETS["content"].encode(), key]
+
+
+def test_a_hard_forget_waits_for_an_older_snapshot_before_it_scrubs(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    """A row deleted after another connection's snapshot was taken stays visible to it,
+    so a scrub meanwhile left it in the files (PostgreSQL: VACUUM kept it, VACUUM FULL
+    copied it, key bytes included; SQLite: the checkpoint left the old pages in the
+    -wal). The scrub now waits for such snapshots to end."""
+    ledger = open_ledger(namespace="acme")
+    secret, needles = forgettable(store_url, ledger)
+    with older_snapshot(store_url) as release:
+        threading.Timer(0.5, release).start()
+        ledger.forget(secret.id, hard=True)
+    assert tuples_holding(store_url, needles) == []
+
+
+def test_a_hard_forget_says_when_an_older_snapshot_keeps_it_from_scrubbing(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    """Past the wait, the forget (committed: the memory is gone from every read) says the
+    files are not scrubbed yet; forgetting it again scrubs them."""
+    ledger = open_ledger(namespace="acme")
+    ledger.log.backend.scrub_wait_seconds = 0.3
+    secret, needles = forgettable(store_url, ledger)
+    with older_snapshot(store_url):
+        with pytest.raises(StoreUnavailable, match=r"is erased .* forget it again"):
+            ledger.forget(secret.id, hard=True)
+        with pytest.raises(NotFound):
+            ledger.get(secret.id)
+    assert tuples_holding(store_url, needles) != []
+    ledger.forget(secret.id, hard=True)
+    assert tuples_holding(store_url, needles) == []
+    assert [e.type for e in ledger.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
 def test_a_scrub_mode_must_be_known(postgres_url: str) -> None:
