@@ -151,6 +151,7 @@ class ProjectionRunner:
                 "(name TEXT PRIMARY KEY, version BIGINT NOT NULL)"
             )
             recorded = self._recorded_versions(sql)
+            self._drop_abandoned_build(sql, recorded)
             built = self._rebuilt_indexes(sql)
             changed = []
             for projection in self.projections:
@@ -383,8 +384,11 @@ class ProjectionRunner:
         except LostClaim:
             raise
         except BaseException:
+            # A build that failed (or was interrupted) leaves nothing behind: its shadow
+            # tables are a second copy of the projections, content included.
             with suppress(StoreUnavailable), translated_errors(), self.backend.write() as sql:
                 if self._owner(sql) == claim:
+                    self._drop_build(sql, builder)
                     self._drop_claim(sql)
             raise
 
@@ -405,12 +409,7 @@ class ProjectionRunner:
                 recorded = self._recorded_versions(sql)
                 if changed is not None and all(recorded.get(p.name) == p.version for p in changed):
                     return None
-                lapses = recorded.get(CLAIM)
-                if (
-                    lapses is None
-                    or lapses <= self.backend.clock_micros(sql)
-                    or died(recorded.get(CLAIM_PROCESS))
-                ):
+                if not self._claimed(sql, recorded):
                     token = secrets.randbits(62)
                     self._write_claim(sql, token)
                     return token
@@ -419,6 +418,30 @@ class ProjectionRunner:
                     "another process is rebuilding the projections; try again once it is done"
                 )
             time.sleep(CLAIM_POLL_SECONDS)
+
+    def _claimed(self, sql: Sql, recorded: dict[str, int]) -> bool:
+        """Whether a rebuild holds the claim: taken, not lapsed, its process not gone."""
+        lapses = recorded.get(CLAIM)
+        return not (
+            lapses is None
+            or lapses <= self.backend.clock_micros(sql)
+            or died(recorded.get(CLAIM_PROCESS))
+        )
+
+    def _drop_build(self, sql: Sql, builder: ProjectionRunner) -> None:
+        """Drop a build's shadow tables and forget how far it got."""
+        for projection in builder.projections:
+            projection.drop(builder.shadow.wrap(sql) if builder.shadow else sql)
+            self.backend.reset_tracking(sql, builder._tracking_name(projection))
+
+    def _drop_abandoned_build(self, sql: Sql, recorded: dict[str, int]) -> None:
+        """Drop the shadow tables a rebuild left when it died without cleaning up (killed
+        outright), unless a rebuild is running: they are a second copy of the
+        projections, content included, that nothing reads."""
+        shadow = Shadow.of(self.projections)
+        present = self.backend.existing_tables(sql, list(shadow.renames.values()))
+        if present and not self._claimed(sql, recorded):
+            self._drop_build(sql, ProjectionRunner(self.log, self.projections, self.batch, shadow))
 
     def _hold_claim(self, sql: Sql, token: int) -> None:
         """Renew this build's claim, or raise :class:`LostClaim` if it is not its own

@@ -610,6 +610,62 @@ def test_a_rebuild_killed_outright_leaves_no_claim_that_blocks_the_next(
     assert not {"#rebuild", "#rebuild-owner", "#rebuild-process"} & set(ledger.runner.versions())
 
 
+def shadow_tables(ledger: Ledger) -> set[str]:
+    """The rebuild's tables in the store, and the tracking rows of a build."""
+    backend = ledger.log.backend
+    names = [table + "__shadow" for p in ledger.runner.projections for table in p.tables]
+    with backend.read() as sql:
+        found = backend.existing_tables(sql, names)
+        sql.execute(f"SELECT application_name FROM {backend.tracking_table}")
+        return found | {row["application_name"] for row in sql.fetchall()
+                        if row["application_name"].endswith("__shadow")}  # fmt: skip
+
+
+def test_a_rebuild_that_fails_drops_what_it_built(open_ledger: OpenLedger) -> None:
+    """Its shadow tables are a second copy of the projections, content included: a
+    rebuild interrupted (Ctrl-C) or failing left them until the next rebuild."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 300)
+    rows = dump(ledger)
+
+    def interrupted(*_: object) -> None:
+        assert shadow_tables(ledger)  # built so far
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ledger.rebuild(progress=interrupted)
+    assert shadow_tables(ledger) == set()
+    assert not {"#rebuild", "#rebuild-owner", "#rebuild-process"} & set(ledger.runner.versions())
+    assert dump(ledger) == rows
+
+
+def test_an_open_drops_the_tables_of_a_rebuild_killed_outright(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    """A rebuild killed outright cleans nothing up: the next open drops what it built,
+    unless a rebuild is running (its claim alive), whose tables it leaves alone."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 300)
+    rows = dump(ledger)
+    process = subprocess.Popen([sys.executable, "-c", STALLED_REBUILD, store_url])
+    try:
+        deadline = time.monotonic() + 60
+        while "#rebuild-owner" not in ledger.runner.versions() or not shadow_tables(ledger):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        open_ledger(namespace="acme")
+        assert shadow_tables(ledger)  # its build goes on
+        os.kill(process.pid, signal.SIGKILL)
+        while not Path(f"/proc/{process.pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+            time.sleep(0.01)  # killed, not yet reaped by its parent (this test)
+        open_ledger(namespace="acme")
+        assert shadow_tables(ledger) == set()
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    assert dump(ledger) == rows
+
+
 def test_a_claim_from_another_host_or_boot_waits_for_its_lapse(open_ledger: OpenLedger) -> None:
     """A process id says nothing about a process of another host: such a claim holds."""
     ledger = open_ledger(namespace="acme")
