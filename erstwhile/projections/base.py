@@ -218,6 +218,8 @@ class ProjectionRunner:
             with translated_errors(), self.backend.write(durable=False, bulk=bulk) as sql:
                 lowest = self.apply_batch(sql, until=target)
             self.after_commit(lowest)
+            if lowest < target:  # more batches to come: let a waiting writer in first
+                time.sleep(self.backend.writer_turn_seconds)
             if progress is not None:
                 for projection in self.projections:
                     progress(projection.name, lowest, target)

@@ -666,6 +666,45 @@ def test_an_open_drops_the_tables_of_a_rebuild_killed_outright(
     assert dump(ledger) == rows
 
 
+WRITING = """
+import sys, time
+from erstwhile import Ledger
+with Ledger.open(sys.argv[1], namespace="writer", actor="writer") as ledger:
+    while True:
+        ledger.remember("one more note", kind="note")
+"""
+
+
+def test_a_writer_takes_turns_with_a_rebuilds_transactions(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    """A rebuild builds in a run of short transactions, and a writer waiting meanwhile
+    gets the lock between two of them. On SQLite it hardly ever did: SQLite's busy
+    handler asks again every 100 ms after a while, and the build took the lock back at
+    once, so a writer waited for most of a build (seconds, at 60,000 memories)."""
+    ledger = open_ledger(namespace="acme")
+    for start in range(0, 1_200, 20):  # many small appends: many short build batches
+        ledger.remember_many([{"content": f"note {n}", "kind": "note"}
+                              for n in range(start, start + 20)])  # fmt: skip
+    ledger.runner.batch = 20
+    heads: dict[int, int] = {}  # the log's head as each build batch ended, by its end
+    writer = subprocess.Popen([sys.executable, "-c", WRITING, store_url])
+    try:
+        started = ledger.head()
+        deadline = time.monotonic() + 60
+        while ledger.head() < started + 5:  # writing already
+            assert writer.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        ledger.rebuild(progress=lambda name, position, _: heads.setdefault(position, ledger.head()))
+    finally:
+        writer.kill()
+        writer.wait(timeout=10)
+    batches = len(heads)
+    written_meanwhile = max(heads.values()) - min(heads.values())
+    assert batches >= 40
+    assert written_meanwhile >= batches // 4, (batches, written_meanwhile)
+
+
 def test_a_claim_from_another_host_or_boot_waits_for_its_lapse(open_ledger: OpenLedger) -> None:
     """A process id says nothing about a process of another host: such a claim holds."""
     ledger = open_ledger(namespace="acme")
