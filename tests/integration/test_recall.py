@@ -686,6 +686,36 @@ def test_entities_only_match_when_keys_are_missing(ledger: Ledger) -> None:
     assert ledger.proposals() == []
 
 
+def test_a_structured_claim_reads_only_the_unstructured_members_of_its_entities(
+    ledger: Ledger,
+) -> None:
+    """Through a shared entity a structured claim meets only claims without a key, so
+    those are all it reads of an entity many structured memories name (it read every
+    one: a write, or a rebuild's batch, slowed down as the entity grew popular)."""
+    from erstwhile.eventstore import EventFilter
+    from erstwhile.projections.candidates import _entity_members, claim_from_event
+
+    ledger.remember_many([{"content": f"widget {n} is blue", "subject": f"widget {n}",
+                           "attribute": "colour", "value": "blue", "entities": ["Acme"]}
+                          for n in range(200)])  # fmt: skip
+    note = ledger.remember("Acme ships on Fridays", kind="note", entities=["Acme"])
+    structured = ledger.remember("widget 7 is red", subject="widget 7", attribute="colour",
+                                 value="red", entities=["acme"])  # fmt: skip
+    loose = ledger.remember("Acme is moving offices", kind="note", entities=["ACME"])
+
+    def claim(memory: Any) -> Any:
+        ((record, event),) = ledger.log.events(EventFilter(memory_id=memory.id))
+        return claim_from_event(record, event)
+
+    with ledger.log.backend.read() as sql:
+        for_structured = _entity_members(sql, "acme", [claim(structured)])
+        for_loose = _entity_members(sql, "acme", [claim(loose)])
+    assert sorted(for_structured["acme"]) == sorted([(str(note.id), False),
+                                                    (str(loose.id), False)])  # fmt: skip
+    assert len(for_loose["acme"]) == 203
+    assert (note.id, loose.id) in [(p.older_id, p.newer_id) for p in ledger.proposals()]
+
+
 def test_both_sides_must_be_current(ledger: Ledger) -> None:
     lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
     ledger.archive(lisbon.id)
