@@ -29,12 +29,7 @@ from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.eventstore.backend import (
-    DRIVER_ERRORS,
-    TAGGED,
-    Backend,
-    Sql,
-)
+from erstwhile.eventstore.backend import DRIVER_ERRORS, TAGGED, Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 NO_TRUNCATE = "erstwhile_events_no_truncate"

@@ -227,10 +227,10 @@ def _entity_members(
     of structured memories name read all of them, and a rebuild slow down as the
     namespace grew (batches of 2,000 from 0.26 to 1 s over 30,000 memories naming 50
     entities)."""
-    every = {entity for claim in claims if not claim.keyed for entity in claim.entities}
-    unkeyed = {entity for claim in claims for entity in claim.entities} - every
+    read_all = {entity for claim in claims if not claim.keyed for entity in claim.entities}
+    read_unkeyed = {entity for claim in claims for entity in claim.entities} - read_all
     found: dict[str, list[tuple[str, bool]]] = {}
-    for names, only_unkeyed in ((sorted(every), False), (sorted(unkeyed), True)):
+    for names, only_unkeyed in ((sorted(read_all), False), (sorted(read_unkeyed), True)):
         for chunk in in_lists(names):
             sql.execute(
                 "SELECT memory_id, entity, keyed FROM memory_entities "
