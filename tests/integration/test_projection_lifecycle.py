@@ -13,6 +13,8 @@ import threading
 import time
 import unicodedata
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -579,37 +581,6 @@ with Ledger.open(sys.argv[1], namespace="acme", actor="rebuilder") as ledger:
 """
 
 
-def test_a_rebuild_killed_outright_leaves_no_claim_that_blocks_the_next(
-    store_url: str, open_ledger: OpenLedger
-) -> None:
-    """A rebuild's claim holds for two minutes unrenewed, but one whose process is
-    known to be gone (same host, same boot, no such process) is taken over at once."""
-    ledger = open_ledger(namespace="acme")
-    seed(ledger, 300)
-    rows = dump(ledger)
-    process = subprocess.Popen([sys.executable, "-c", STALLED_REBUILD, store_url])
-    try:
-        deadline = time.monotonic() + 60
-        while "#rebuild-owner" not in ledger.runner.versions():
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
-        claimed = ledger.runner.versions()["#rebuild-process"]
-        assert claimed & ((1 << 22) - 1) == process.pid
-        with pytest.raises(StoreUnavailable, match="another process is rebuilding"):
-            ledger.rebuild()  # alive: refused
-        os.kill(process.pid, signal.SIGKILL)
-        while not Path(f"/proc/{process.pid}/stat").read_text().split(") ")[-1].startswith("Z"):
-            time.sleep(0.01)  # killed, not yet reaped by its parent (this test)
-        started = time.monotonic()
-        ledger.rebuild()  # gone: taken over at once, not after the claim's two minutes
-        assert time.monotonic() - started < 60
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-    assert dump(ledger) == rows
-    assert not {"#rebuild", "#rebuild-owner", "#rebuild-process"} & set(ledger.runner.versions())
-
-
 def shadow_tables(ledger: Ledger) -> set[str]:
     """The rebuild's tables in the store, and the tracking rows of a build."""
     backend = ledger.log.backend
@@ -619,6 +590,51 @@ def shadow_tables(ledger: Ledger) -> set[str]:
         sql.execute(f"SELECT application_name FROM {backend.tracking_table}")
         return found | {row["application_name"] for row in sql.fetchall()
                         if row["application_name"].endswith("__shadow")}  # fmt: skip
+
+
+@contextmanager
+def stalled_rebuild(store_url: str, ledger: Ledger) -> Iterator[subprocess.Popen[bytes]]:
+    """A rebuild in another process, stalled once it has claimed the rebuild and built
+    its first tables; killed at the end of the block if still alive."""
+    process = subprocess.Popen([sys.executable, "-c", STALLED_REBUILD, store_url])
+    try:
+        deadline = time.monotonic() + 60
+        while "#rebuild-owner" not in ledger.runner.versions() or not shadow_tables(ledger):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def kill_outright(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL, and wait until the process is gone (a zombie its parent, this test, has
+    not reaped yet)."""
+    os.kill(process.pid, signal.SIGKILL)
+    while not Path(f"/proc/{process.pid}/stat").read_text().split(") ")[-1].startswith("Z"):
+        time.sleep(0.01)
+
+
+def test_a_rebuild_killed_outright_leaves_no_claim_that_blocks_the_next(
+    store_url: str, open_ledger: OpenLedger
+) -> None:
+    """A rebuild's claim holds for two minutes unrenewed, but one whose process is
+    known to be gone (same host, same boot, no such process) is taken over at once."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 300)
+    rows = dump(ledger)
+    with stalled_rebuild(store_url, ledger) as process:
+        claimed = ledger.runner.versions()["#rebuild-process"]
+        assert claimed & ((1 << 22) - 1) == process.pid
+        with pytest.raises(StoreUnavailable, match="another process is rebuilding"):
+            ledger.rebuild()  # alive: refused
+        kill_outright(process)
+        started = time.monotonic()
+        ledger.rebuild()  # gone: taken over at once, not after the claim's two minutes
+        assert time.monotonic() - started < 60
+    assert dump(ledger) == rows
+    assert not {"#rebuild", "#rebuild-owner", "#rebuild-process"} & set(ledger.runner.versions())
 
 
 def test_a_rebuild_that_fails_drops_what_it_built(open_ledger: OpenLedger) -> None:
@@ -647,22 +663,12 @@ def test_an_open_drops_the_tables_of_a_rebuild_killed_outright(
     ledger = open_ledger(namespace="acme")
     seed(ledger, 300)
     rows = dump(ledger)
-    process = subprocess.Popen([sys.executable, "-c", STALLED_REBUILD, store_url])
-    try:
-        deadline = time.monotonic() + 60
-        while "#rebuild-owner" not in ledger.runner.versions() or not shadow_tables(ledger):
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.02)
+    with stalled_rebuild(store_url, ledger) as process:
         open_ledger(namespace="acme")
         assert shadow_tables(ledger)  # its build goes on
-        os.kill(process.pid, signal.SIGKILL)
-        while not Path(f"/proc/{process.pid}/stat").read_text().split(") ")[-1].startswith("Z"):
-            time.sleep(0.01)  # killed, not yet reaped by its parent (this test)
+        kill_outright(process)
         open_ledger(namespace="acme")
         assert shadow_tables(ledger) == set()
-    finally:
-        process.kill()
-        process.wait(timeout=10)
     assert dump(ledger) == rows
 
 
