@@ -142,8 +142,9 @@ def _exact_integer(digits: str) -> int:
     return int(digits)
 
 
-LOG_POSITIONS = range(0, 2**63)
-"""Every log position there can be (the stores keep them as signed 64-bit integers)."""
+LOG_POSITIONS = range(0, 2**62)
+"""Every log position there can be: the stores keep them as signed 64-bit integers, and
+the queries that turn an instant into a position use 2**62 for "no such event"."""
 
 
 def check_text(text: str, field: str) -> None:

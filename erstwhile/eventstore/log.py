@@ -20,6 +20,7 @@ from eventsourcing.persistence import StoredEvent
 
 from erstwhile.domain.errors import ConcurrencyConflict, StoreUnavailable, ValidationError
 from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
+from erstwhile.domain.memory import LOG_POSITIONS
 from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
 from erstwhile.eventstore.keys import WRAPPED_KEY, KeyRing, new_key
@@ -59,7 +60,7 @@ class AppendResult:
         return self.events[-1].position
 
 
-NO_POSITION = 2**62
+NO_POSITION = LOG_POSITIONS.stop
 """A position past any event's: where no event was recorded at or after an instant."""
 
 
@@ -152,7 +153,12 @@ def _start_after(tip: LogTip, now: datetime) -> datetime:
     after the last event (transaction time never steps back)."""
     if tip.recorded_at is None:
         return now
-    return max(now, from_micros(tip.recorded_at) + APPEND_GAP)
+    try:
+        return max(now, from_micros(tip.recorded_at) + APPEND_GAP)
+    except OverflowError:
+        raise StoreUnavailable(
+            "the log's last event is recorded at the calendar's end: nothing can follow it"
+        ) from None
 
 
 ERASED_FINGERPRINT = "erased"
@@ -437,8 +443,11 @@ class EventLog:
 
     def verify(self, batch: int = 5000) -> tuple[int, int | None]:
         """Recompute the hash chain over the whole log; return how many events were
-        checked and the position of the first whose stored hash is wrong (or None)."""
-        previous, checked, after = GENESIS_HASH, 0, 0
+        checked and the position of the first whose stored hash is wrong, or None. Every
+        row counts, whatever its position: one stored at 0 or below (no event's) is a
+        break too, since the audit stream shows it. (Positions may have gaps: an import
+        of one namespace keeps its events' positions.)"""
+        previous, checked, after = GENESIS_HASH, 0, None
         while True:
             with translated_errors(), self.backend.read() as sql:
                 rows = self._rows(sql, EventFilter(after=after), limit=batch)
@@ -452,8 +461,8 @@ class EventLog:
                     # number, bytes for text, say): a break at this row, not a crash
                     # of the check.
                     stored = row["position"]
-                    return checked, stored if type(stored) is int else after + 1
-                if not intact:
+                    return checked, stored if type(stored) is int else (after or 0) + 1
+                if not intact or record.position < 1:
                     return checked, record.position
                 previous, after = record.hash, record.position
             if len(rows) < batch:

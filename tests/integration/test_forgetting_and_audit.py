@@ -354,6 +354,23 @@ def test_a_hard_forget_says_when_an_older_snapshot_keeps_it_from_scrubbing(
     assert [e.type for e in ledger.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
+def test_verify_checks_a_row_stored_before_the_first_position(store_url: str) -> None:
+    """The triggers refuse UPDATE and DELETE, not INSERT: a row forged at position 0
+    (or below) shows in the audit stream, and the check began after position 0."""
+    with Ledger.open(store_url, namespace="acme", actor="alice") as ledger:
+        memory = ledger.remember("The team uses Supabase", subject="team")
+        ledger.archive(memory.id)
+        with ledger.log.backend.write() as sql:
+            sql.execute(
+                "INSERT INTO erstwhile_events SELECT 0, originator_id, 9, topic, "
+                "schema_version, state, recorded_at - 1000, 'mallory', namespace, hash "
+                "FROM erstwhile_events WHERE position = 2"
+            )
+        forged, *_ = ledger.events()
+        assert (forged.position, forged.actor) == (0, "mallory")
+        assert ledger.verify() == VerifyReport(ok=False, checked=1, first_break=0)
+
+
 def test_a_scrub_mode_must_be_known(postgres_url: str) -> None:
     with pytest.raises(ValidationError, match="scrub 'weekly'"):
         Ledger.open(f"{postgres_url}&scrub=weekly")

@@ -188,6 +188,11 @@ CASES: dict[str, Case] = {
         moved(s, s.at("Superseded", "supabase"), 0), 1, "no earlier line asserts"),
     "positions out of order": lambda s: (
         [*s.lines[:1], s.lines[2], s.lines[1], *s.lines[3:]], 3, "does not come after"),
+    "a position past the log's range": lambda s: (
+        [*s.lines[:-1], s.lines[-1] | {"position": 2**62 + 1}], END, "not a log position"),
+    "an instant that leaves no room for a later write": lambda s: (
+        [*s.lines[:-1], s.lines[-1] | {"recorded_at": "9999-12-31T23:59:59.999999+00:00"}], END,
+        "leaves no instant"),
     "instants out of order": lambda s: (
         [s.lines[0], s.lines[1] | {"recorded_at": s.lines[0]["recorded_at"]}, *s.lines[2:]], 2,
         "not later than"),
