@@ -63,12 +63,12 @@ def log(
 
 @audit_app.command("verify")
 def verify(ctx: typer.Context) -> None:
-    """Recompute the hash chain over the whole log; fail at the first broken link."""
+    """Check the log: its hash chain, its memories' keys, its tail; fail at the first break."""
     # Without folding first: a tampered log may not fold, and must still be checked.
     with open_ledger(ctx, sync_projections=False) as ledger:
         report = ledger.verify()
     if not report.ok:
-        raise ErstwhileError(f"hash chain broken at position {report.first_break}")
+        raise ErstwhileError(f"log broken at position {report.first_break}: {report.reason}")
     if settings(ctx).json:
         print_json(dump(report))
     else:

@@ -85,14 +85,17 @@ class ProjectionStatus(BaseModel):
 
 
 class VerifyReport(BaseModel):
-    """The result of checking the hash chain: ``first_break`` is the position of the
-    first event whose stored hash does not match its recomputed one."""
+    """The result of checking the log: ``first_break`` is the position of the first
+    event found wrong (its stored hash does not match its recomputed one, its memory's
+    key is gone without a hard forget, or it is the first of a tail the projections had
+    applied but the log no longer holds), and ``reason`` says which."""
 
     model_config = ConfigDict(frozen=True)
 
     ok: bool
     checked: int
     first_break: int | None = None
+    reason: str | None = None
 
 
 class Proposal(BaseModel):

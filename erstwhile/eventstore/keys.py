@@ -147,6 +147,17 @@ class KeyRing:
                 found[memory_id] = self._unwrap(memory_id, bytes(row["key_bytes"]), row["wrapped"])
         return found
 
+    def present(self, sql: Sql, memory_ids: Iterable[str]) -> set[str]:
+        """Which of these memories (ids as text) still have a key; nothing is unwrapped,
+        so no master key is needed."""
+        found: set[str] = set()
+        for chunk in in_lists(sorted(set(memory_ids))):
+            sql.execute(
+                f"SELECT memory_id FROM erstwhile_keys WHERE memory_id IN ({marks(chunk)})", chunk
+            )
+            found.update(str(row["memory_id"]) for row in sql.fetchall())
+        return found
+
     def exists(self, sql: Sql, memory_id: UUID) -> bool:
         """Whether the memory still has a key (its content is readable)."""
         sql.execute("SELECT 1 FROM erstwhile_keys WHERE memory_id = ?", (str(memory_id),))

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
+import orjson
 from eventsourcing.persistence import StoredEvent
 
 from erstwhile.domain.errors import ConcurrencyConflict, StoreUnavailable, ValidationError
@@ -166,6 +167,38 @@ ERASED_FINGERPRINT = "erased"
 UNKNOWN_FINGERPRINT = "unknown"
 """The fingerprint of a claim imported from an export that did not carry it (written
 before exports did): no request matches it, so a retry is refused, never written twice."""
+
+
+class Verified(NamedTuple):
+    """What :meth:`EventLog.verify` found: events checked, and the first break and why."""
+
+    checked: int
+    first_break: int | None
+    reason: str | None
+
+
+BROKEN_HASH = "its stored hash is not the one its content and the event before it give"
+BROKEN_ROW = "its row holds what the ledger never writes"
+KEY_GONE = "its memory's key is gone, but no event forgets the memory for good (hard)"
+
+
+def _sealed(record: RecordedEvent) -> bool:
+    """Whether an event is an ``Asserted`` that sealed its content under a key of its own
+    (all but those written before sealing, and those an import brought in erased)."""
+    if record.type != "Asserted":
+        return False
+    try:
+        return orjson.loads(record.payload).get("sealed") is not None
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+
+
+def _hard(record: RecordedEvent) -> bool:
+    """Whether a ``Forgotten`` event forgot its memory for good."""
+    try:
+        return orjson.loads(record.payload).get("hard") is True
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
 
 
 class EventLog:
@@ -441,32 +474,51 @@ class EventLog:
                 raise _undecodable(r, error) from error
         return events
 
-    def verify(self, batch: int = 5000) -> tuple[int, int | None]:
+    def verify(self, batch: int = 5000, keys: bool = True) -> Verified:
         """Recompute the hash chain over the whole log; return how many events were
-        checked and the position of the first whose stored hash is wrong, or None. Every
-        row counts, whatever its position: one stored at 0 or below (no event's) is a
-        break too, since the audit stream shows it. (Positions may have gaps: an import
-        of one namespace keeps its events' positions.)"""
+        checked and, at the first break, its position and why.
+
+        Every row counts, whatever its position: one stored at 0 or below (no event's)
+        is a break too, since the audit stream shows it. (Positions may have gaps: an
+        import of one namespace keeps its events' positions.) With the chain intact, a
+        memory whose sealed content has lost its key without a hard ``Forgotten`` in the
+        log is a break at its ``Asserted`` (unless ``keys`` is False): deleting a key
+        row erases a memory as a hard forget does, but leaves no proof of it in the log."""
         previous, checked, after = GENESIS_HASH, 0, None
+        keyless: dict[str, int] = {}
+        """Memories whose key is gone, and no hard forget seen yet: their Asserted."""
         while True:
             with translated_errors(), self.backend.read() as sql:
                 rows = self._rows(sql, EventFilter(after=after), limit=batch)
-            for row in rows:
-                checked += 1
-                try:
-                    record = RecordedEvent.from_row(row)
-                    intact = chain_hash(previous, replace(record, hash=b"")) == record.hash
-                except (TypeError, ValueError, OverflowError):
-                    # A column changed to what the ledger never writes (text for a
-                    # number, bytes for text, say): a break at this row, not a crash
-                    # of the check.
-                    stored = row["position"]
-                    return checked, stored if type(stored) is int else (after or 0) + 1
-                if not intact or record.position < 1:
-                    return checked, record.position
-                previous, after = record.hash, record.position
+                records: list[RecordedEvent] = []
+                for row in rows:
+                    checked += 1
+                    try:
+                        record = RecordedEvent.from_row(row)
+                        intact = chain_hash(previous, replace(record, hash=b"")) == record.hash
+                    except (TypeError, ValueError, OverflowError):
+                        # A column changed to what the ledger never writes (text for a
+                        # number, bytes for text, say): a break at this row, not a crash
+                        # of the check.
+                        stored = row["position"]
+                        at = stored if type(stored) is int else (after or 0) + 1
+                        return Verified(checked, at, BROKEN_ROW)
+                    if not intact or record.position < 1:
+                        return Verified(checked, record.position, BROKEN_HASH)
+                    records.append(record)
+                    previous, after = record.hash, record.position
+                sealed = {r.position: r.memory_key for r in records if keys and _sealed(r)}
+                present = self.keyring.present(sql, sealed.values())
+            for record in records:
+                if record.position in sealed and record.memory_key not in present:
+                    keyless[record.memory_key] = record.position
+                elif record.type == "Forgotten" and _hard(record):
+                    keyless.pop(record.memory_key, None)
             if len(rows) < batch:
-                return checked, None
+                break
+        if keyless:
+            return Verified(checked, min(keyless.values()), KEY_GONE)
+        return Verified(checked, None, None)
 
     def restore(
         self, batches: Iterable[Sequence[Restored]], progress: Callable[[int], None] | None = None

@@ -36,10 +36,28 @@ Counter = Callable[[int], None]
 class Audit(LedgerCore):
     """verify, replay, export, import_events."""
 
+    keys_prove_forgets = True
+    """Whether a memory's missing key must be explained by a hard ``Forgotten`` in the
+    log (see :meth:`verify`)."""
+
     def verify(self) -> VerifyReport:
-        """Recompute the hash chain over the whole log and report the first break."""
-        checked, first_break = self.log.verify()
-        return VerifyReport(ok=first_break is None, checked=checked, first_break=first_break)
+        """Recompute the hash chain over the whole log and report the first break: a
+        stored hash that does not match, a memory whose key is gone without a hard
+        forget, or a log shorter than the projections say it was (a chain cannot prove
+        its own tail, but the projections remember how far they applied it)."""
+        checked, first_break, reason = self.log.verify(keys=self.keys_prove_forgets)
+        if first_break is None:
+            with translated_errors(), self.log.backend.read() as sql:
+                folded = max(self.runner.tracked_positions(sql).values(), default=0)
+                head = self.log.tip(sql).position
+            if folded > head:
+                first_break = head + 1
+                reason = (
+                    f"the log ends at position {head}, but the projections applied it up "
+                    f"to {folded}: events were removed from its end"
+                )
+        return VerifyReport(ok=first_break is None, checked=checked, first_break=first_break,
+                            reason=reason)  # fmt: skip
 
     def replay(self, known_at: Instant, progress: Progress | None = None) -> ReplayLedger:
         """Rebuild every projection from the log as it stood at ``known_at`` into a scratch
@@ -117,6 +135,10 @@ class ReplayLedger(Queries, Curation, Audit):
     """A read-only ledger over a scratch store, with the same queries as a ledger (the
     audit ones too: ``verify`` checks the copied prefix's chain, ``export`` writes the
     log as it stood, ``replay`` goes further back); closing it deletes the store."""
+
+    keys_prove_forgets = False
+    """A replay holds the keys that exist now: a memory hard-forgotten after its instant
+    has lost its key, while the prefix holds no ``Forgotten``."""
 
     def __init__(self, log: EventLog, *, folder: Path, **options: Any) -> None:
         super().__init__(log, **options)

@@ -197,12 +197,12 @@ class ProjectionRunner:
     def positions(self) -> dict[str, int]:
         """Return each projection's tracked position."""
         with translated_errors(), self.backend.read() as sql:
-            return self._all_tracked(sql)
+            return self.tracked_positions(sql)
 
     def lag(self) -> tuple[int, int]:
         """Return the lowest tracked position and the head of the log, from one snapshot."""
         with translated_errors(), self.backend.read() as sql:
-            lowest = min(self._all_tracked(sql).values(), default=0)
+            lowest = min(self.tracked_positions(sql).values(), default=0)
             return lowest, self.log.tip(sql).position
 
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
@@ -255,7 +255,14 @@ class ProjectionRunner:
         built them: nothing is read back or decrypted), but only when every projection
         had already applied the log up to ``previous_head``: a lagging projection is left
         to the catch-up after the commit, keeping appends short."""
-        tracked = self._all_tracked(sql)
+        tracked = self.tracked_positions(sql)
+        if max(tracked.values(), default=0) > previous_head:
+            # Projections apply the log only: it lost events behind the ledger's back.
+            raise StoreUnavailable(
+                f"the log ends at position {previous_head}, but the projections applied it "
+                f"up to {max(tracked.values())}: events were removed from its end (verify "
+                "says so); nothing was stored"
+            )
         if min(tracked.values(), default=0) < previous_head:
             return False
         self._fold(sql, appended, tracked)
@@ -277,7 +284,7 @@ class ProjectionRunner:
         passes ``until``: its build must not fold past the live projections it reads,
         or the proposals it folds there find no candidates (positions are consecutive,
         so the limit is a count)."""
-        tracked = self._all_tracked(sql)
+        tracked = self.tracked_positions(sql)
         start = min(tracked.values(), default=0)
         limit = self.batch if until is None else min(self.batch, until - start)
         if limit <= 0:
@@ -535,7 +542,7 @@ class ProjectionRunner:
     def _tracking_name(self, projection: Projection) -> str:
         return projection.name + (self.shadow.suffix if self.shadow else "")
 
-    def _all_tracked(self, sql: Sql) -> dict[str, int]:
+    def tracked_positions(self, sql: Sql) -> dict[str, int]:
         """Each projection's position (keyed by projection name), in one query."""
         names = {self._tracking_name(p): p.name for p in self.projections}
         found = self.backend.tracked_positions(sql, list(names))

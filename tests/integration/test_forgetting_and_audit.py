@@ -368,7 +368,45 @@ def test_verify_checks_a_row_stored_before_the_first_position(store_url: str) ->
             )
         forged, *_ = ledger.events()
         assert (forged.position, forged.actor) == (0, "mallory")
-        assert ledger.verify() == VerifyReport(ok=False, checked=1, first_break=0)
+        report = ledger.verify()
+        assert (report.ok, report.checked, report.first_break) == (False, 1, 0)
+        assert report.reason is not None and "stored hash" in report.reason
+
+
+def test_verify_finds_a_key_deleted_without_a_hard_forget(store_url: str) -> None:
+    """Deleting a key row erases a memory as a hard forget does, with no proof of it in
+    the log; a hard forget's missing key is explained by its event."""
+    with Ledger.open(store_url, namespace="acme", actor="alice") as ledger:
+        gone = ledger.remember("The team uses Supabase", subject="team")
+        forgotten = remember_secret(ledger)
+        ledger.forget(forgotten.id, hard=True)
+        assert ledger.verify().ok
+        with ledger.log.backend.write() as sql:
+            sql.execute("DELETE FROM erstwhile_keys WHERE memory_id = ?", [str(gone.id)])
+        report = ledger.verify()
+        assert (report.ok, report.first_break) == (False, 1)
+        assert report.reason is not None and "no event forgets" in report.reason
+
+
+def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path) -> None:
+    """A chain cannot prove its own tail, but the projections say how far they applied
+    the log; the next write, which found its own events folded already, failed with a
+    raw KeyError."""
+    path = tmp_path / "cut.db"
+    with Ledger.open(path, actor="a") as ledger:
+        ledger.remember("first", subject="s")
+        ledger.remember("second claim", subject="s")
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TRIGGER erstwhile_events_no_delete")
+        raw.execute("DELETE FROM erstwhile_events WHERE position = 2")
+    raw.close()
+    with Ledger.open(path, actor="a") as ledger:
+        report = ledger.verify()
+        assert (report.ok, report.first_break) == (False, 2)
+        assert report.reason is not None and "removed from its end" in report.reason
+        with pytest.raises(StoreUnavailable, match="removed from its end"):
+            ledger.remember("third", subject="s")
+        assert ledger.head() == 1
 
 
 def test_a_scrub_mode_must_be_known(postgres_url: str) -> None:
