@@ -209,6 +209,9 @@ class LogCheck:
         else:
             if newer.hard or newer.state is State.FORGOTTEN:
                 raise Impossible(f"the newer memory {newer_id} is forgotten")
+            if event.proposal_id is not None and newer.state is not State.CURRENT:
+                raise Impossible(f"accepts a proposal whose newer memory {newer_id} is "
+                                 f"{newer.state}: accept takes a current one")  # fmt: skip
             _meets(newer, namespace, older.kind, at, "the supersession")
             self._linked(older_id, newer_id, newer, event.proposal_id)
         older.state, older.end = State.SUPERSEDED, at

@@ -134,7 +134,10 @@ class Audit(LedgerCore):
 class ReplayLedger(Queries, Curation, Audit):
     """A read-only ledger over a scratch store, with the same queries as a ledger (the
     audit ones too: ``verify`` checks the copied prefix's chain, ``export`` writes the
-    log as it stood, ``replay`` goes further back); closing it deletes the store."""
+    log as it stood, ``replay`` goes further back); closing it deletes the store. Its
+    export is for reading: a memory hard-forgotten after the replay's instant comes in it
+    erased without its forget, so ``import_events`` refuses it (export the live ledger to
+    move a store)."""
 
     keys_prove_forgets = False
     """A replay holds the keys that exist now: a memory hard-forgotten after its instant

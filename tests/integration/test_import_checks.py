@@ -233,6 +233,11 @@ CASES: dict[str, Case] = {
         edited(s, "Superseded", "lisbon",
                lambda line: line["data"].update(proposal_id=s.ids["rejected"])),
         s.at("Superseded", "lisbon") + 1, "is not the one of"),
+    "an accepted proposal whose newer memory was archived before": lambda s: (
+        restamped([*s.lines[:s.at("Superseded", "lisbon")],
+                   event("Archived", s.ids["berlin"], 2, reason=None),
+                   *s.lines[s.at("Superseded", "lisbon"):]]),
+        s.at("Superseded", "lisbon") + 2, "accept takes a current one"),
     "a supersession of an asserted memory naming no proposal": lambda s: (
         edited(s, "Superseded", "lisbon", lambda line: line["data"].update(proposal_id=None)),
         s.at("Superseded", "lisbon") + 1, "no proposal is accepted"),
