@@ -32,6 +32,8 @@ from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 BUSY_TIMEOUT_SECONDS = 30
 WRITER_POLL_SECONDS = 0.001
+CHECKPOINT_RETRY_SECONDS = 0.005
+"""How often a scrub asks again to checkpoint while another connection checkpoints."""
 """How often a writer asks again for the write lock while another holds it. SQLite's
 own busy handler asks at growing intervals, every 100 ms after the first half second,
 so a writer waiting behind a rebuild's back-to-back transactions found the lock free
@@ -314,20 +316,30 @@ class SQLiteBackend(Backend):
         ``secure_delete`` has already zeroed freed cells; the checkpoint moves the
         zeroed pages home and empties the ``-wal`` file, which held the old pages. It
         waits (in the busy handler) for readers whose snapshot still needs those old
-        pages; if one holds on past :attr:`scrub_wait_seconds`, the pages stay in the
-        ``-wal`` and ``StoreUnavailable`` says so.
+        pages, and asks again while another connection runs a checkpoint (SQLite says
+        "busy" at once then); if it cannot finish within :attr:`scrub_wait_seconds`, the
+        pages stay in the ``-wal`` and ``StoreUnavailable`` says so.
         """
+        deadline = time.monotonic() + self.scrub_wait_seconds
         with self.datastore.get_connection(commit=True) as connection:
             raw = connection._sqlite_conn
-            raw.execute(f"PRAGMA busy_timeout={int(self.scrub_wait_seconds * 1000)}")
             try:
-                busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                while True:
+                    left = max(deadline - time.monotonic(), 0.0)
+                    raw.execute(f"PRAGMA busy_timeout={int(left * 1000)}")
+                    busy, _, _ = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    # Busy at once, past the busy handler, while another connection runs
+                    # a checkpoint of its own (another process's scrub): ask again.
+                    if not busy or time.monotonic() >= deadline:
+                        break
+                    time.sleep(CHECKPOINT_RETRY_SECONDS)
             finally:
                 raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
         if busy:
             raise StoreUnavailable(
-                "another connection kept reading from before the erase for "
-                f"{self.scrub_wait_seconds:g} s, so the old pages stay in the -wal file"
+                f"the WAL could not be checkpointed within {self.scrub_wait_seconds:g} s "
+                "(another connection kept reading from before the erase, or kept "
+                "checkpointing), so the old pages stay in the -wal file"
             )
 
     def insert_events(self, sql: Sql, events: Sequence[RecordedEvent]) -> None:

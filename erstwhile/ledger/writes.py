@@ -248,7 +248,17 @@ class WriteCommands(LedgerCore):
             hard=hard,
             reason=reason,
         )
-        position = self._append_one(event, erase=[target.id] if hard else ())
+        try:
+            position = self._append_one(event, erase=[target.id] if hard else ())
+        except ConcurrencyConflict:
+            # Another process forgot it meanwhile: what it did may be what was asked.
+            now = self._state(memory_id)
+            if now.erased and hard:
+                self._scrub(target.id)
+                return
+            if now.state is State.FORGOTTEN and not hard:
+                return
+            raise
         if not self.sync_projections:
             # A forget takes effect in every read at once, and a hard one wipes the
             # projections' copies of the content now, not when a follower comes by.

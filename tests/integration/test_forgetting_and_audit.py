@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -136,6 +137,27 @@ def test_a_hard_forget_wipes_the_tables_of_a_rebuild_left_half_done(
     assert leaked(store_url) == []
     with pytest.raises(NotFound):
         ledger.get(secret.id)
+
+
+@pytest.mark.parametrize("hard", [True, False])
+def test_a_forget_racing_the_same_forget_is_a_no_op(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, hard: bool
+) -> None:
+    """Another process's forget commits between this one's checks and its append: the
+    append meets a newer version of the memory. The memory is forgotten as asked, so
+    the loser succeeds without appending (it raised ConcurrencyConflict)."""
+    mine, theirs = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    secret = remember_secret(mine)
+    append_one = type(mine)._append_one
+
+    def forgotten_meanwhile(ledger: Ledger, *args: Any, **kwargs: Any) -> int:
+        if ledger is mine:  # (both ledgers share the patched class)
+            theirs.forget(secret.id, hard=hard)
+        return append_one(ledger, *args, **kwargs)
+
+    monkeypatch.setattr(type(mine), "_append_one", forgotten_meanwhile)
+    mine.forget(secret.id, hard=hard)
+    assert [e.type for e in mine.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
 def test_a_hard_forget_that_another_process_made_first_is_a_no_op(
@@ -407,6 +429,48 @@ def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path)
         with pytest.raises(StoreUnavailable, match="removed from its end"):
             ledger.remember("third", subject="s")
         assert ledger.head() == 1
+
+
+BUSY_ON_THE_STORE = """
+import sys
+from erstwhile import ErstwhileError, Ledger
+with Ledger.open(sys.argv[1], actor=sys.argv[2]) as ledger:
+    n = 0
+    while True:
+        n += 1
+        memory = ledger.remember(f"busy {n}", subject="busy", attribute=f"a{n}", value=n)
+        if sys.argv[2] == "forgetter":
+            try:
+                ledger.forget(memory.id, hard=True)
+            except ErstwhileError as error:
+                print(error, flush=True)
+"""
+
+
+def test_hard_forgets_in_two_processes_at_once_both_scrub(tmp_path: Path) -> None:
+    """SQLite answers a checkpoint "busy" at once, past the busy handler, while another
+    connection runs one: with another process hard-forgetting (and one writing), most
+    forgets failed within milliseconds, their content left in the -wal."""
+    url = f"sqlite:///{tmp_path}/busy.db"
+    with Ledger.open(url, actor="me") as ledger:
+        ledger.remember("seed")
+        others = [subprocess.Popen([sys.executable, "-c", BUSY_ON_THE_STORE, url, role],
+                                   stdout=subprocess.PIPE, text=True)
+                  for role in ("forgetter", "writer")]  # fmt: skip
+        try:
+            while ledger.head() < 20:  # both at work
+                time.sleep(0.05)
+            markers = []
+            for n in range(12):
+                markers.append(f"zqx{n}marker{os.getpid()}")
+                ledger.forget(ledger.remember(f"my secret {markers[-1]}").id, hard=True)
+        finally:
+            for other in others:
+                other.kill()
+        complaints = [other.communicate(timeout=10)[0] for other in others]
+        assert complaints == ["", ""]  # the other forgetter's scrubs all finished too
+        data = stored_bytes(url)
+        assert [marker for marker in markers if marker.encode() in data] == []
 
 
 def test_a_scrub_mode_must_be_known(postgres_url: str) -> None:
