@@ -7,10 +7,7 @@ from uuid import UUID
 
 from erstwhile.domain.bar import conflict_sets, resolve
 from erstwhile.domain.causality import clock_dominates
-from erstwhile.domain.errors import (
-    NotFound,
-    ValidationError,
-)
+from erstwhile.domain.errors import ConcurrencyConflict, NotFound, ValidationError
 from erstwhile.domain.events import (
     ProposalRejected,
     Superseded,
@@ -85,12 +82,19 @@ class Curation(LedgerCore):
         if older is None:
             raise ValidationError(f"proposal {row['id']} was already accepted")
         # An accept racing this one supersedes the older memory: then this conflicts.
-        self._append_one(
-            ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
-                             older_id=UUID(row["older_id"]), newer_id=UUID(row["newer_id"]),
-                             reason=reason),
-            expect={older.id: older.version},
-        )  # fmt: skip
+        try:
+            self._append_one(
+                ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
+                                 older_id=UUID(row["older_id"]), newer_id=UUID(row["newer_id"]),
+                                 reason=reason),
+                expect={older.id: older.version},
+            )  # fmt: skip
+        except ConcurrencyConflict:
+            self.runner.catch_up()
+            with translated_errors(), self.log.backend.read() as sql:
+                if self._proposal_in(sql, key)["status"] == "rejected":
+                    return  # another process's reject came first: rejected, as asked
+            raise
 
     def conflicts(self, subject: str | None = None) -> list[Conflict]:
         """Return each set of live memories that contradict each other, with the

@@ -829,6 +829,23 @@ def test_an_accept_or_reject_racing_another_writer_stores_nothing(
     assert ledger.get(lisbon.id).state is (State.SUPERSEDED if other == "accept" else State.CURRENT)
 
 
+def test_a_reject_racing_another_reject_of_the_same_proposal_succeeds(
+    open_ledger: OpenLedger,
+) -> None:
+    """Both read the proposal open; the second to append met the first's rejection and
+    raised ConcurrencyConflict. Rejecting a rejected proposal changes nothing, as
+    documented: the loser succeeds and stores nothing."""
+    ledger, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    keyed(ledger, "Lisbon", "Lisbon", MAR)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    (proposal,) = ledger.proposals()
+    racing(ledger, lambda: rival.reject(proposal.id, "theirs"))
+    before = event_count(ledger)
+    ledger.reject(proposal.id, "mine")
+    assert event_count(ledger) == before + 1  # the rival's rejection alone
+    assert ledger.proposals() == []
+
+
 def test_a_reject_racing_an_accept_between_its_reads_stores_nothing(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
