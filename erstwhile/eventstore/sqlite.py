@@ -32,14 +32,14 @@ from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 BUSY_TIMEOUT_SECONDS = 30
 WRITER_POLL_SECONDS = 0.001
-CHECKPOINT_RETRY_SECONDS = 0.005
-"""How often a scrub asks again to checkpoint while another connection checkpoints."""
 """How often a writer asks again for the write lock while another holds it. SQLite's
 own busy handler asks at growing intervals, every 100 ms after the first half second,
 so a writer waiting behind a rebuild's back-to-back transactions found the lock free
 almost never: it waited seconds (up to most of a build) for a lock no transaction held
 longer than 0.2 s. Asking every millisecond, it takes the lock in the pause a run of
 transactions leaves between two (:attr:`SQLiteBackend.writer_turn_seconds`)."""
+CHECKPOINT_RETRY_SECONDS = 0.005
+"""How often a scrub asks again to checkpoint while another connection checkpoints."""
 
 APPEND_ONLY_TRIGGERS = [
     "CREATE TRIGGER IF NOT EXISTS erstwhile_events_no_update BEFORE UPDATE ON erstwhile_events "
