@@ -114,17 +114,10 @@ class KeyRing:
         row = sql.fetchone()
         if row is None:
             return
-        if self.master_key is None:
-            raise StoreUnavailable(
-                f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to write to this "
-                "ledger (nothing was stored)"
-            )
         try:
-            _decrypt(self.master_key, bytes(row["key_bytes"]), UUID(str(row["memory_id"])).bytes)
-        except InvalidTag as error:
-            raise StoreUnavailable(
-                f"${MASTER_KEY_VARIABLE} does not unwrap the memory keys (nothing was stored)"
-            ) from error
+            self._unwrap(str(row["memory_id"]), bytes(row["key_bytes"]), 1, doing="write to")
+        except StoreUnavailable as error:
+            raise StoreUnavailable(f"{error} (nothing was stored)") from error
 
     def fetch(self, sql: Sql, memory_ids: Iterable[UUID]) -> dict[UUID, bytes]:
         """Return the keys that still exist for these memories."""
@@ -160,8 +153,7 @@ class KeyRing:
 
     def exists(self, sql: Sql, memory_id: UUID) -> bool:
         """Whether the memory still has a key (its content is readable)."""
-        sql.execute("SELECT 1 FROM erstwhile_keys WHERE memory_id = ?", (str(memory_id),))
-        return sql.fetchone() is not None
+        return bool(self.present(sql, [str(memory_id)]))
 
     def destroy(self, sql: Sql, memory_ids: Iterable[UUID]) -> None:
         """Delete keys: what they sealed can never be read again."""
@@ -174,12 +166,12 @@ class KeyRing:
             return key
         return _encrypt(self.master_key, key, memory_id.bytes)
 
-    def _unwrap(self, memory_id: str, stored: bytes, wrapped: int) -> bytes:
+    def _unwrap(self, memory_id: str, stored: bytes, wrapped: int, doing: str = "read") -> bytes:
         if not wrapped:
             return stored
         if self.master_key is None:
             raise StoreUnavailable(
-                f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to read this ledger"
+                f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to {doing} this ledger"
             )
         try:
             return _decrypt(self.master_key, stored, UUID(memory_id).bytes)

@@ -40,7 +40,13 @@ from erstwhile.ledger.arguments import flag, optional_text
 from erstwhile.ledger.core import LedgerCore
 from erstwhile.projections.base import Folded
 from erstwhile.projections.candidates import candidates
-from erstwhile.projections.reader import LATEST, NewLinks, links_from_fold, memories_from_append
+from erstwhile.projections.reader import (
+    LATEST,
+    MemoryState,
+    NewLinks,
+    links_from_fold,
+    memories_from_append,
+)
 
 DEFAULT_GRACE = timedelta(days=30)
 """How long a soft forget stays recoverable before ``purge`` makes it hard."""
@@ -230,14 +236,11 @@ class WriteCommands(LedgerCore):
         """
         hard, reason = flag(hard, "hard"), optional_text(reason, "reason")
         target = self._state(memory_id)
-        if target.erased and hard:
-            self._scrub(target.id)
-            return
-        if target.erased or (target.state is State.FORGOTTEN and not hard):
+        if self._forgotten_already(target, hard):
             return
         if hard and not self._has_key(target.id):
-            if self._state(memory_id).erased:
-                return  # another process's hard forget came first: done
+            if self._forgotten_already(self._state(memory_id), hard):
+                return  # another process's hard forget came first
             raise ValidationError(
                 f"memory {target.id} was written before content encryption (event schema 1): "
                 "its content sits in the log in plain text and cannot be erased; forget it softly"
@@ -252,11 +255,7 @@ class WriteCommands(LedgerCore):
             position = self._append_one(event, erase=[target.id] if hard else ())
         except ConcurrencyConflict:
             # Another process forgot it meanwhile: what it did may be what was asked.
-            now = self._state(memory_id)
-            if now.erased and hard:
-                self._scrub(target.id)
-                return
-            if now.state is State.FORGOTTEN and not hard:
+            if self._forgotten_already(self._state(memory_id), hard):
                 return
             raise
         if not self.sync_projections:
@@ -265,6 +264,16 @@ class WriteCommands(LedgerCore):
             self.runner.catch_up(until=position)
         if hard:
             self._scrub(target.id)
+
+    def _forgotten_already(self, memory: MemoryState, hard: bool) -> bool:
+        """Whether a forget of ``memory`` (its state now) has nothing left to append:
+        it is erased, or forgotten when a soft forget is asked. A hard forget of an
+        erased memory scrubs the files again (a scrub that failed left them unscrubbed)."""
+        if memory.erased:
+            if hard:
+                self._scrub(memory.id)
+            return True
+        return memory.state is State.FORGOTTEN and not hard
 
     def _scrub(self, erased: UUID) -> None:
         """Scrub the database files after a hard forget of ``erased`` (committed
