@@ -37,6 +37,7 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "valid_from": datetime(2026, 3, 1)}, "naive"),
     ({"content": "x", "valid_until": "2026-03-01T00:00:00"}, "naive"),
     ({"content": "x", "occurred_at": "yesterday"}, "ISO 8601"),
+    ({"content": "x", "valid_from": "2026-03-01T00:00:00Z\x00"}, "ISO 8601"),
     (
         {
             "content": "x",
