@@ -190,6 +190,27 @@ def test_opening_drops_the_second_copies_an_older_version_built(
         assert index_definitions(reopened) == before
 
 
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["as created", "after a rebuild"])
+def test_an_index_added_since_a_store_was_built_is_built_at_open(
+    open_ledger: OpenLedger, rebuilt: bool
+) -> None:
+    """A store built before ``memories_attribute`` existed (its indexes under their own
+    names, or under a rebuild's tags) gets it at its next opening, once, without a
+    rebuild."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 20)
+    if rebuilt:
+        ledger.rebuild()
+    before = index_definitions(ledger)
+    attribute = [key for key in before if "(namespace, attribute_key, position)" in key[1]]
+    assert len(attribute) == 1
+    with ledger.log.backend.write() as sql:
+        (name,) = [n for n, _ in ledger.log.backend.indexes(sql) if "memories_attribute" in n]
+        sql.execute(f"DROP INDEX {name}")
+    assert attribute[0] not in index_definitions(ledger)
+    assert index_definitions(open_ledger(namespace="acme")) == before
+
+
 def test_a_changed_schema_version_rebuilds_at_open(
     store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:

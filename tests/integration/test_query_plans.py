@@ -118,6 +118,15 @@ READS: dict[str, Callable[[Ledger, list[Any]], object]] = {
     "search without terms filtered by entities": lambda ledger, versions: ledger.search(
         "", entities=["falcon"]
     ),
+    "search filtered by attribute": lambda ledger, versions: ledger.search(
+        "lumen owned", attribute="owner"
+    ),
+    "search without terms filtered by attribute": lambda ledger, versions: ledger.search(
+        "", attribute="owner"
+    ),
+    "search as known at an instant filtered by attribute": lambda ledger, versions: ledger.search(
+        "orion", attribute="database", known_at=versions[1].recorded_at
+    ),
 }
 
 
