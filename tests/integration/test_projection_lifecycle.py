@@ -191,23 +191,25 @@ def test_opening_drops_the_second_copies_an_older_version_built(
 
 
 @pytest.mark.parametrize("rebuilt", [False, True], ids=["as created", "after a rebuild"])
-def test_an_index_added_since_a_store_was_built_is_built_at_open(
+def test_indexes_added_since_a_store_was_built_are_built_at_open(
     open_ledger: OpenLedger, rebuilt: bool
 ) -> None:
-    """A store built before ``memories_attribute`` existed (its indexes under their own
-    names, or under a rebuild's tags) gets it at its next opening, once, without a
-    rebuild."""
+    """A store built before ``memories_attribute`` and ``memories_kind`` existed (its
+    indexes under their own names, or under a rebuild's tags) gets them at its next
+    opening, once, without a rebuild."""
     ledger = open_ledger(namespace="acme")
     seed(ledger, 20)
     if rebuilt:
         ledger.rebuild()
     before = index_definitions(ledger)
-    attribute = [key for key in before if "(namespace, attribute_key, position)" in key[1]]
-    assert len(attribute) == 1
+    added = [key for key in before
+             if re.search(r"\(namespace, (attribute_key|kind), position\)", key[1])]  # fmt: skip
+    assert len(added) == 2
     with ledger.log.backend.write() as sql:
-        (name,) = [n for n, _ in ledger.log.backend.indexes(sql) if "memories_attribute" in n]
-        sql.execute(f"DROP INDEX {name}")
-    assert attribute[0] not in index_definitions(ledger)
+        for name, _ in ledger.log.backend.indexes(sql):
+            if name.startswith(("memories_attribute", "memories_kind")):
+                sql.execute(f"DROP INDEX {name}")
+    assert not set(added) & set(index_definitions(ledger))
     assert index_definitions(open_ledger(namespace="acme")) == before
 
 

@@ -127,6 +127,12 @@ READS: dict[str, Callable[[Ledger, list[Any]], object]] = {
     "search as known at an instant filtered by attribute": lambda ledger, versions: ledger.search(
         "orion", attribute="database", known_at=versions[1].recorded_at
     ),
+    "search filtered by one kind": lambda ledger, versions: ledger.search(
+        "lumen owned", kinds=["fact"]
+    ),
+    "search without terms filtered by one kind": lambda ledger, versions: ledger.search(
+        "", kinds=["fact"]
+    ),
 }
 
 

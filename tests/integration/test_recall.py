@@ -137,6 +137,7 @@ def test_empty_query_lists_by_recency_and_filters_apply(ledger: Ledger, clock: M
     assert [h.memory.id for h in ledger.search(subject="X")] == [b.id, a.id]
     assert [h.memory.id for h in ledger.search(subject="x", attribute="q")] == [b.id]
     assert [h.memory.id for h in ledger.search(attribute="Q")] == [b.id]
+    assert [h.memory.id for h in ledger.search(kinds=["fact", "fact"])] == [c.id, b.id]
     assert [h.memory.id for h in ledger.search(entities=["ANN"])] == [c.id, a.id]
     assert all(h.tier == "current" for h in ledger.search())
 
@@ -455,6 +456,8 @@ def test_filtered_searches_rank_the_same_whether_few_or_many_memories_are_left(
         {"subject": "lumen", "known_at": instant}, {"subject": "nobody"},
         {"attribute": "Status", "include_history": True}, {"attribute": "datastore", "as_of": APR},
         {"attribute": "status", "known_at": instant}, {"attribute": "nothing"},
+        {"kinds": ["fact"]}, {"kinds": ["fact"], "include_history": True}, {"kinds": ["note"]},
+        {"kinds": ["fact"], "attribute": "status"},
     ]  # fmt: skip
     found, default = {}, recall.NARROW
     for narrow in (default, 0):
