@@ -43,9 +43,11 @@ faster machine, at 50k memories,
 with 16 / 64 / 128 / 256, ``as_of`` p50 14.2 / 4.7 / 4.4 / 4.6 ms (p90 18 to 19 ms and
 p99 21 to 24 ms with 64 and more, 34 ms with 16); ``known_at`` p50 15.6 / - / 4.3 ms."""
 NARROW = 500
-"""A search filtered by subject, attribute or entities that leaves at most this many
-memories in a tier ranks just those, looked up by key in the index, instead of walking
-the index's matches level by level and dropping what the filters refuse."""
+"""A search filtered by subject or entities that leaves at most this many memories in a
+tier ranks just those, looked up by key in the index, instead of walking the index's
+matches level by level and dropping what the filters refuse; so does one filtered by
+attribute or one kind alone when at most this many memories of the namespace, in any
+state, have it (see :meth:`TierSearch.walked_few`)."""
 ROW = (
     f"SELECT {JOINED_MEMORY_COLUMNS}, v.state AS v_state, v.valid_until AS v_valid_until, "
     "v.superseded_by AS v_superseded_by, "
@@ -313,13 +315,15 @@ class TierSearch:
         :attr:`walked` attribute or kind (counted in its index alone). More, and the
         levels run with the filter applied: a common kind keeps most of a level's best
         matches, and listing 501 memories first, each joined to its version, added 0.6
-        ms to such a search at 100k (0.83 ms without)."""
+        ms to such a search at 100k (0.83 ms without). Counted in the order the listing
+        walks, so that PostgreSQL's generic plan walks the index too, where it could
+        read every memory for a rare kind."""
         if self.walked is None:
             return False
         column, value = self.walked
         self.sql.execute(
             f"SELECT COUNT(*) AS n FROM (SELECT 1 FROM memories WHERE namespace = ? "
-            f"AND {column} = ? LIMIT ?) AS w",
+            f"AND {column} = ? ORDER BY position DESC LIMIT ?) AS w",
             [self.namespace, value, NARROW + 1],
         )
         return int(self.sql.fetchone()["n"]) <= NARROW
@@ -363,9 +367,14 @@ def _filters(
     params: list[Any],
     walked: str | None = None,
 ) -> None:
-    """Add the request's filters, but the one on the column ``walked`` (said already)."""
+    """Add the request's filters, but the one on the column ``walked`` (said already).
+    Walking an attribute, the kinds are tested on each row the walk reads, never looked
+    up: with one kind, SQLite took ``memories_kind`` for the walk as readily as
+    ``memories_attribute`` and read every memory of that kind (``fact``, the default,
+    is most of a namespace); ``|| ''`` leaves the column no index on either backend."""
     if request.kinds and walked != "kind":
-        where.append(f"m.kind IN ({', '.join('?' * len(request.kinds))})")
+        kind = "m.kind || ''" if walked == "attribute_key" else "m.kind"
+        where.append(f"{kind} IN ({', '.join('?' * len(request.kinds))})")
         params.extend(Kind(kind).value for kind in request.kinds)
     if request.subject is not None:
         where.append("v.subject_key = ?")

@@ -208,6 +208,22 @@ def test_a_search_as_known_at_an_instant_ranks_no_row_asserted_after_it(
     assert all("rowid <= ?" in statement for statement in ranking)
 
 
+@pytest.mark.parametrize("query", ["lumen owned", ""])
+def test_a_search_filtered_by_attribute_and_one_kind_walks_the_attribute(
+    query: str, revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attribute is rarer than a kind (``fact``, the default, is most of a
+    namespace): filtered by both, the listing walks the attribute's memories."""
+    ledger, _ = revised
+    with explained(monkeypatch) as plans:
+        hits = ledger.search(query, attribute="owner", kinds=["fact"])
+    assert {h.memory.content for h in hits} == {"lumen is owned by Ana", "lumen is owned by Bo"}
+    steps = [step for _, steps in plans for step in steps]
+    assert any("memories_attribute" in step for step in steps)
+    # The kind's index may look memories up by position, never walk them.
+    assert not any(step.endswith("(namespace=? AND kind=?)") for step in steps)
+
+
 def test_a_write_asks_for_a_wrapped_key_through_their_index(
     revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
