@@ -1,8 +1,9 @@
 """Full-text search: ``search(question)`` over a data set of short sentences, against a
 raw FTS5 ``MATCH`` (SQLite) or ``tsvector`` query (PostgreSQL) on a plain table holding
-the same documents; and the same questions filtered by a subject or by an attribute,
-asked ``as_of`` an instant inside an older version's window, or ``known_at`` the end of
-an earlier round of the load, against themselves asked plainly."""
+the same documents; and the same questions filtered by a subject, by an attribute or by
+a kind few memories have, asked ``as_of`` an instant inside an older version's window,
+or ``known_at`` the end of an earlier round of the load, against themselves asked
+plainly."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ from benchmarks.datasets import (
 )
 from benchmarks.harness import Result, interleaved, latency_pair
 from benchmarks.suite import Context, label
+from erstwhile import Ledger
 from erstwhile.projections.search import query_terms
+
+RARE_KIND, RARE_COUNT = "decision", 40
+"""The kind of the few memories each search data set is given after its load (the load
+asserts facts only), and how many: a filter that keeps almost nothing."""
 
 RAW_SEARCH = {
     "sqlite": "raw FTS5 MATCH of the same OR-ed terms, top 10 by bm25, over the same texts",
@@ -66,12 +72,18 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
         [lambda p: ledger.search(p[0], subject=p[1]), lambda p: ledger.search(p[0])],
         about, about[:3],
     )  # fmt: skip
-    # An attribute alone keeps a seventh of the memories: nothing narrows it below the
-    # namespace.
+    # An attribute alone keeps a seventh of the memories: the levels run with it applied.
     kinds_of = [(q, claim(rng.randrange(subject_count(memories)), 0).attribute) for q in asked]
     by_attribute, unfiltered = interleaved(
         [lambda p: ledger.search(p[0], attribute=p[1]), lambda p: ledger.search(p[0])],
         kinds_of, kinds_of[:3],
+    )  # fmt: skip
+    _add_rare_kind(ledger, memories)
+    if not any(ledger.search(q, kinds=[RARE_KIND]) for q in asked):
+        raise RuntimeError(f"no search found a memory of kind {RARE_KIND!r}")
+    rare, everything = interleaved(
+        [lambda q: ledger.search(q, kinds=[RARE_KIND]), lambda q: ledger.search(q)],
+        asked, asked[:3],
     )  # fmt: skip
     # A month into the window of each version but the last: the full index, not the live.
     back = [(q, valid_from(rng.randrange(VERSIONS - 1)) + timedelta(days=30)) for q in asked]
@@ -92,8 +104,23 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
                       filtered, plain, "the same questions, unfiltered", "search"),
         *latency_pair(f"search @{label(memories)} filtered by attribute", context.backend,
                       by_attribute, unfiltered, "the same questions, unfiltered", "search"),
+        *latency_pair(f"search @{label(memories)} filtered by a rare kind", context.backend,
+                      rare, everything, "the same questions, unfiltered", "search"),
         *latency_pair(f"search @{label(memories)} as_of an older version", context.backend,
                       past, present, "the same questions, now", "search"),
         *latency_pair(f"search @{label(memories)} known_at an earlier round", context.backend,
                       believed, believed_now, "the same questions, now", "search"),
     ]  # fmt: skip
+
+
+def _add_rare_kind(ledger: Ledger, memories: int) -> None:
+    """Give the data set its few memories of :data:`RARE_KIND` (once: the data set is
+    shared by the workloads of its size), worded as its claims are but without a subject
+    or attribute, so no other workload's reads or proposals meet them."""
+    if ledger.search("", kinds=[RARE_KIND], limit=1):
+        return
+    rng = random.Random(f"rare kind:{memories}")
+    ledger.remember_many(
+        {"content": claim(rng.randrange(subject_count(memories)), 0).content, "kind": RARE_KIND}
+        for _ in range(RARE_COUNT)
+    )
