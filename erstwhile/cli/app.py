@@ -56,7 +56,8 @@ def options(
         typer.Option(
             "--db",
             metavar="URL",
-            help="Store URL or SQLite path (default: $ERSTWHILE_URL, else ./erstwhile.db).",
+            help="Store URL or SQLite path (default: $ERSTWHILE_URL, else ./erstwhile.db). "
+            "Only remember, import and projections run create a SQLite file.",
         ),
     ] = None,
     namespace: Annotated[

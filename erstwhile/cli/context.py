@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.errors import StoreUnavailable, ValidationError
+from erstwhile.eventstore import URL_VARIABLE, sqlite_path
 from erstwhile.ledger import Ledger
 
 
@@ -20,11 +21,21 @@ class Settings:
     actor: str | None = None
     json: bool = False
 
-    def open(self, *, sync_projections: bool = True) -> Ledger:
+    def open(self, *, sync_projections: bool = True, create: bool = False) -> Ledger:
         """Open the ledger these options name (a URL, a bare SQLite path, or the default).
 
         ``sync_projections=False`` opens it to append only, for a projection follower.
+        Only with ``create`` may a SQLite file that is not there be made: a read of a
+        mistyped ``--db``, or run in another folder than the store's, would otherwise
+        answer from an empty store made for it, as if nothing had ever been remembered
+        (and leave that file behind). ``StoreUnavailable`` says where it looked instead.
         """
+        path = sqlite_path(self.db)
+        if not create and path is not None and not path.exists():
+            raise StoreUnavailable(
+                f"no store at {path}: nothing has been written there (name the store with "
+                f"--db or ${URL_VARIABLE}; `erstwhile remember` or `import` creates one)"
+            )
         return Ledger.open(
             self.db,
             namespace=self.namespace,
@@ -39,9 +50,12 @@ def settings(ctx: typer.Context) -> Settings:
     return found if found is not None else Settings()
 
 
-def open_ledger(ctx: typer.Context, *, sync_projections: bool = True) -> Ledger:
-    """Open the ledger the global options name; use it in a ``with`` block."""
-    return settings(ctx).open(sync_projections=sync_projections)
+def open_ledger(
+    ctx: typer.Context, *, sync_projections: bool = True, create: bool = False
+) -> Ledger:
+    """Open the ledger the global options name; use it in a ``with`` block. Only a
+    command that can be a store's first write passes ``create`` (see :meth:`Settings.open`)."""
+    return settings(ctx).open(sync_projections=sync_projections, create=create)
 
 
 def refuse_store_files(ledger: Ledger, output: Path) -> None:

@@ -100,7 +100,8 @@ def run(
     Writers opened with sync_projections=False leave folding to this follower; it applies
     new events as they are committed, until Ctrl-C or SIGTERM.
     """
-    with open_ledger(ctx, sync_projections=False) as ledger:
+    # A follower may start before the store's first write, as a server would.
+    with open_ledger(ctx, sync_projections=False, create=True) as ledger:
         if once:
             ledger.runner.catch_up()
         else:

@@ -69,7 +69,7 @@ def import_(
     # The file opens first: a missing file must not leave a new, empty store behind.
     with (
         sys.stdin.buffer if stdin else file.open("rb") as lines,
-        open_ledger(ctx) as ledger,
+        open_ledger(ctx, create=True) as ledger,
         counter("Importing", total) as progress,
     ):
         imported = ledger.import_events(lines, progress=progress)

@@ -77,7 +77,7 @@ def remember(
     """Remember a claim: assert a new memory, optionally superseding others."""
     fields = given(**locals())  # each option is named as the ledger's argument it feeds
     del fields["ctx"], fields["content"]
-    with open_ledger(ctx) as ledger:
+    with open_ledger(ctx, create=True) as ledger:
         memory = ledger.remember(content, **fields)
     show_memory(settings(ctx).json, "Remembered", memory)
 

@@ -31,6 +31,7 @@ __all__ = [
     "marks",
     "open_backend",
     "resolve_url",
+    "sqlite_path",
     "translated_errors",
 ]
 
@@ -50,6 +51,20 @@ def _chosen(url: str | os.PathLike[str] | None) -> str:
     """The URL or bare path as given: the argument, else ``$ERSTWHILE_URL``, else the
     default path."""
     return os.fspath(url) if url is not None else os.environ.get(URL_VARIABLE) or DEFAULT_PATH
+
+
+def sqlite_path(url: str | os.PathLike[str] | None = None) -> Path | None:
+    """The SQLite file a URL names (None for another backend)."""
+    scheme, _, rest = resolve_url(url).partition("://")
+    if scheme != "sqlite":
+        return None
+    return Path(_file_of(rest)).expanduser()
+
+
+def _file_of(rest: str) -> str:
+    """The file of a SQLite URL's remainder (``sqlite:///a.db`` is ``a.db``,
+    ``sqlite:////tmp/a.db`` is ``/tmp/a.db``)."""
+    return rest[1:] if rest.startswith("/") else rest
 
 
 def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
@@ -83,7 +98,7 @@ def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
 def _sqlite(rest: str) -> Backend:
     from erstwhile.eventstore.sqlite import SQLiteBackend
 
-    path = rest[1:] if rest.startswith("/") else rest
+    path = _file_of(rest)
     if not path or path == ":memory:":
         raise StoreUnavailable("an in-memory SQLite ledger is not supported: give a file path")
     parent = Path(path).expanduser().resolve().parent

@@ -231,6 +231,32 @@ def test_output_is_never_written_over_the_store_itself(tmp_path: Path) -> None:
         assert ledger.head() == 1 and ledger.verify().ok
 
 
+def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
+    """A read of a store that is not there (a mistyped --db, another folder) says so and
+    leaves no file behind; remember and import create the store."""
+    reads = [
+        ["facts", "team"], ["search", "coffee"], ["get", UNKNOWN_ID], ["timeline", "team"],
+        ["conflicts"], ["proposals"], ["audit", "log"], ["audit", "verify"],
+        ["projections", "status"], ["projections", "rebuild"], ["archive", UNKNOWN_ID],
+        ["export", "--output", "out.jsonl"],
+    ]  # fmt: skip
+    named = [(["--db", "typo.db"], "typo.db"), ([], "erstwhile.db"),
+             (["--db", f"sqlite:///{tmp_path}/typo.db"], f"{tmp_path}/typo.db")]  # fmt: skip
+    for db, path in named:
+        for result in run_all(tmp_path, *([*db, *read] for read in reads)):
+            assert failed_cleanly(result, 1), result
+            assert f"no store at {path}:" in result.stderr
+        assert list(tmp_path.iterdir()) == []
+    made = run(tmp_path, "--db", "typo.db", "remember", "The team uses Supabase")
+    assert made.code == 0
+    found = run(tmp_path, "--db", "typo.db", "--json", "search", "Supabase")
+    assert [h["memory"]["content"] for h in found.json()] == ["The team uses Supabase"]
+    exported = run(tmp_path, "--db", "typo.db", "export", "--output", "out.jsonl")
+    assert exported.code == 0
+    imported = run(tmp_path, "--db", "copy.db", "import", "out.jsonl")
+    assert imported.code == 0 and (tmp_path / "copy.db").exists()
+
+
 def test_brackets_in_user_text_are_printed_as_written(tmp_path: Path) -> None:
     """Human output goes through rich, which reads ``[...]`` as markup: user text must
     not be taken for it (an unknown closing tag was a traceback)."""
