@@ -88,12 +88,16 @@ def show_when(as_of: datetime | None, known_at: datetime | None) -> str:
 
 
 def show_instant(instant: datetime | None) -> str:
-    """Format an instant compactly: the date alone at midnight UTC, else date and time."""
+    """Format an instant compactly: the date alone at midnight UTC, else date and time,
+    to the microsecond when it has one, so that an instant copied from a table (into
+    ``--known-at``, say) is the instant shown, not the second it falls in."""
     if instant is None:
         return "…"
+    day = f"{instant.year:04d}-{instant.month:02d}-{instant.day:02d}"
     if instant.time() == time(0):
-        return instant.strftime("%Y-%m-%d")
-    return instant.strftime("%Y-%m-%d %H:%M:%SZ")
+        return day
+    fraction = f".{instant.microsecond:06d}" if instant.microsecond else ""
+    return f"{day} {instant:%H:%M:%S}{fraction}Z"
 
 
 def show_value(value: Any) -> str:

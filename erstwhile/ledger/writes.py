@@ -289,16 +289,19 @@ class WriteCommands(LedgerCore):
             ) from error
 
     def purge(self, *, grace: timedelta = DEFAULT_GRACE) -> list[UUID]:
-        """Turn soft forgets older than ``grace`` (default 30 days) into hard ones; return
-        the ids erased. Memories written before content encryption are left as they are."""
+        """Turn soft forgets at least ``grace`` old (default 30 days) into hard ones;
+        return the ids erased. Their age is counted to the ledger's "now" (never behind
+        the log, as for reads), so ``grace=timedelta(0)`` erases every soft forget even
+        while the clock runs behind the last recorded instant. Memories written before
+        content encryption are left as they are."""
         if not isinstance(grace, timedelta) or grace < timedelta(0):
             raise ValidationError("grace must be a non-negative timedelta")
         self.runner.catch_up()
-        try:
-            cutoff = to_micros(self.now() - grace)
-        except OverflowError:  # a grace longer than the calendar: nothing is that old
-            return []
         with translated_errors(), self.log.backend.read() as sql:
+            try:
+                cutoff = to_micros(self._present(sql) - grace)
+            except OverflowError:  # a grace longer than the calendar: nothing is that old
+                return []
             due = self.reader.soft_forgotten_before(sql, cutoff)
             due = [memory_id for memory_id in due if self.log.keyring.exists(sql, memory_id)]
         for memory_id in due:

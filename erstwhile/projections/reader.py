@@ -294,8 +294,8 @@ class MemoryReader:
         return [UUID(row["id"]) for row in sql.fetchall()]
 
     def soft_forgotten_before(self, sql: Sql, cutoff: int) -> list[UUID]:
-        """Return memories forgotten softly (content still sealed in the log) before
-        ``cutoff``, oldest forget first."""
+        """Return memories forgotten softly (content still sealed in the log) at or
+        before ``cutoff``, oldest forget first."""
         sql.execute(
             "SELECT id FROM memories WHERE namespace = ? AND state = ? AND erased_at IS NULL "
             "AND forgotten_at <= ? ORDER BY forgotten_at",

@@ -141,7 +141,10 @@ def test_known_at_and_a_time_with_an_offset(story: Story) -> None:
     assert then.json()["state"] == "current" and then.json()["superseded_by"] is None
     assert values(handover.json()) == ["AWS"]  # half-open: the hand-over instant is AWS's
     # A table says which instants it answers for, the transaction time included.
-    shown = datetime.fromisoformat(before_move).strftime("%Y-%m-%d %H:%M:%SZ")
+    # To the microsecond: pasted back into --known-at, it is the same instant.
+    instant = datetime.fromisoformat(before_move)
+    fraction = f".{instant.microsecond:06d}" if instant.microsecond else ""
+    shown = f"{instant:%Y-%m-%d %H:%M:%S}{fraction}Z"
     title = " ".join(facts.stdout.split())
     assert f"Facts about team as of 2026-03-15, as known at {shown}" in title
     assert f"Search 'team database' as known at {shown}" in " ".join(search.stdout.split())

@@ -543,6 +543,20 @@ def test_purge_hardens_soft_forgets_after_the_grace_period(
         ledger.purge(grace=timedelta(days=-1))
 
 
+def test_purge_counts_ages_to_the_ledgers_now_when_the_clock_runs_behind(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """Writes are recorded at the clock, but never behind the log: with the clock set
+    back a day, a soft forget is still recorded after the last event, and with no grace
+    it is due at once (counted to the clock, it would be a day in the future)."""
+    made = ledger.remember("a slip", subject="ada")
+    clock.advance(days=-1)
+    ledger.forget(made.id)
+    head = ledger.head()
+    assert ledger.purge(grace=timedelta(0)) == [made.id]
+    assert ledger.head() == head + 1 and ledger.verify().ok
+
+
 # ------------------------------------------------------------------- hash chain
 
 

@@ -11,7 +11,9 @@ import pytest
 from rich.console import Console
 
 from erstwhile import Ledger
+from erstwhile.cli import output
 from erstwhile.cli.output import conflict_table, event_table, proposal_table
+from erstwhile.cli.params import parse_time
 from erstwhile.domain.views import LoggedEvent, Proposal
 from erstwhile.ledger.core import mask_password
 
@@ -80,3 +82,20 @@ def test_a_conflict_stars_each_member_as_confident_as_the_highest(
         (conflict,) = ledger.conflicts()
     shown = rendered(conflict_table(conflict), 120)
     assert shown.count("★") == stars + 1  # and the caption's
+
+
+@pytest.mark.parametrize(
+    ("instant", "shown"),
+    [
+        (datetime(2026, 3, 1, tzinfo=UTC), "2026-03-01"),
+        (datetime(2026, 3, 1, 9, 30, tzinfo=UTC), "2026-03-01 09:30:00Z"),
+        (datetime(2026, 12, 2, 7, 39, 34, 535288, tzinfo=UTC), "2026-12-02 07:39:34.535288Z"),
+        (datetime(2026, 6, 30, 23, 59, 59, 999999, tzinfo=UTC), "2026-06-30 23:59:59.999999Z"),
+        (datetime(1, 1, 1, 0, 0, 1, tzinfo=UTC), "0001-01-01 00:00:01Z"),
+    ],
+)
+def test_an_instant_is_shown_to_the_microsecond_it_has(instant: datetime, shown: str) -> None:
+    """What a table shows, copied into --known-at, is the instant itself: three events
+    recorded within one second are three instants, not one."""
+    assert output.show_instant(instant) == shown
+    assert parse_time(shown) == instant
