@@ -388,6 +388,12 @@ class WriteCommands(LedgerCore):
         self, plans: Sequence[WritePlan], claims: Sequence[IdempotencyClaim]
     ) -> list[Memory]:
         by_key = {claim.key: claim for claim in claims}
+        if any(p.idempotency_key is None for p in plans):
+            raise IdempotencyMismatch(
+                "some idempotency keys of this batch were used before, and some of its items "
+                "carry none: only a batch whose every item carries a key can be retried "
+                "(an item without one is new each time)"
+            )
         if len(by_key) != len(plans) or any(p.idempotency_key not in by_key for p in plans):
             raise IdempotencyMismatch(
                 "some idempotency keys of this batch were used before and some were not; "

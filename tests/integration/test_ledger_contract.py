@@ -236,6 +236,20 @@ def test_a_key_given_twice_in_one_batch_is_a_retry_or_a_mismatch(ledger: Ledger)
     assert event_count(ledger) == before + 2
 
 
+def test_a_batch_retried_with_items_without_keys_says_why_it_is_refused(ledger: Ledger) -> None:
+    """An item without a key is new each time, so a batch holding one is no retry of
+    itself; the refusal says so, instead of asking for the batch it was given."""
+    batch = [{"content": "Ada likes tea", "idempotency_key": "k"}, {"content": "Bob likes jam"}]
+    ledger.remember_many(batch)
+    before = event_count(ledger)
+    with pytest.raises(IdempotencyMismatch, match="only a batch whose every item carries a key"):
+        ledger.remember_many(batch)
+    assert event_count(ledger) == before
+    with pytest.raises(IdempotencyMismatch, match="some were not"):
+        ledger.remember_many([batch[0], {"content": "Bob likes jam", "idempotency_key": "j"}])
+    assert event_count(ledger) == before
+
+
 def test_idempotent_retry_of_a_supersession(ledger: Ledger) -> None:
     old = supabase(ledger)
     args = {"value": "AWS", "valid_from": JUL, "supersedes": [old.id], "idempotency_key": "k"}
