@@ -14,7 +14,6 @@ from erstwhile.domain.events import (
 )
 from erstwhile.domain.memory import Memory
 from erstwhile.domain.rules import check_supersession
-from erstwhile.domain.time import to_micros
 from erstwhile.domain.views import Conflict, Proposal
 from erstwhile.eventstore import (
     Sql,
@@ -98,14 +97,15 @@ class Curation(LedgerCore):
 
     def conflicts(self, subject: str | None = None) -> list[Conflict]:
         """Return each set of live memories that contradict each other, with the
-        highest-confidence member and the recommended resolution. Live: current, or
-        superseded at an instant still to come (true until then)."""
+        highest-confidence member and the recommended resolution. Live: current or
+        superseded, over the windows they have (a supersession ends a window; what the
+        claim said before still stands against others); archived and forgotten ones
+        are retired."""
         label_argument(subject, "subject")
         # The claims and their memories from one snapshot: a member forgotten meanwhile
         # is then neither half found nor missing.
         with translated_errors(), self.log.backend.read() as sql:
-            now = to_micros(self._present(sql))
-            sets = conflict_sets(recall.live_keyed_claims(sql, self.namespace, subject, now))
+            sets = conflict_sets(recall.live_keyed_claims(sql, self.namespace, subject))
             members_of = self.reader.visible(sql, [c.id for members in sets for c in members])
         memory_of = {m.id: m for m in members_of}
         found = []

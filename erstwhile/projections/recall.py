@@ -419,54 +419,55 @@ def proposal_row(sql: Sql, namespace: str, proposal: UUID) -> Any:
 
 
 def _live(table: str) -> str:
-    """The condition (one parameter: an instant) that a claim of ``table`` (an alias, or
-    empty) still stands then: current, or superseded at a later instant (its window
-    runs until that instant, so it is still true)."""
-    column = f"{table}." if table else ""
-    return (
-        f"({column}state = 'current' OR ({column}state = 'superseded' AND {column}valid_until > ?))"
-    )
+    """The condition that a claim of ``table`` (an alias) is live: one the ledger still
+    holds, over the window it has, current or superseded (a supersession ends a window,
+    it does not withdraw what the claim said before); not archived nor forgotten."""
+    return f"{table}.state IN ('current', 'superseded')"
 
 
-def live_keyed_claims(sql: Sql, namespace: str, subject: str | None, now: int) -> list[ClaimView]:
-    """Return live (see :func:`_live`, at ``now``), structured, valued claims (events
-    aside), for contradiction checks, in log order: those of ``subject``, or, for the
-    whole namespace, those of the subjects where some key holds two different values (no
-    other claim can contradict one)."""
+def live_keyed_claims(sql: Sql, namespace: str, subject: str | None) -> list[ClaimView]:
+    """Return live (see :func:`_live`), structured, valued claims (events aside), for
+    contradiction checks, in log order: those of ``subject``, or, for the whole
+    namespace, those of the subjects where two such claims of a key hold different
+    values over windows that overlap (no other claim can contradict one)."""
     if subject is not None:
-        return _subject_claims(sql, namespace, normalise_label(subject), now)
+        return _subject_claims(sql, namespace, normalise_label(subject))
     claims = [
         claim
-        for subject_key in _disagreeing_subjects(sql, namespace, now)
-        for claim in _subject_claims(sql, namespace, subject_key, now)
+        for subject_key in _disagreeing_subjects(sql, namespace)
+        for claim in _subject_claims(sql, namespace, subject_key)
     ]
     return sorted(claims, key=lambda claim: claim.position)
 
 
-def _subject_claims(sql: Sql, namespace: str, subject_key: str, now: int) -> list[ClaimView]:
+def _subject_claims(sql: Sql, namespace: str, subject_key: str) -> list[ClaimView]:
     """The live keyed claims about one (normalised) subject, in log order."""
     sql.execute(
         CLAIM_SELECT + "WHERE v.namespace = ? AND v.subject_key = ? AND v.recorded_until = ? "
         f"AND {_live('v')} "
         "AND v.kind <> 'event' AND v.attribute_key IS NOT NULL "
         "AND m.value IS NOT NULL ORDER BY m.position",
-        [namespace, subject_key, LATEST + 1, now],
+        [namespace, subject_key, LATEST + 1],
     )
     return [claim_from_row(row) for row in sql.fetchall()]
 
 
-def _disagreeing_subjects(sql: Sql, namespace: str, now: int) -> list[str]:
-    """The subjects with a key whose live claims hold two different values (as
-    stored: values that differ only in spelling pass too, and the exact test drops
-    them). Read from ``memories``, one row per memory in its latest state, through its
-    (namespace, subject, attribute) index: reading every current version and building
-    each claim took 474 ms at 100k memories (20,000 live claims) for a namespace with
-    no contradiction at all."""
+def _disagreeing_subjects(sql: Sql, namespace: str) -> list[str]:
+    """The subjects with a key two of whose live claims have overlapping windows (only
+    those can contradict; the exact test then compares their values). Read from
+    ``memories``, one row per memory in its latest state: in each key's claims in order
+    of opening, one that opens before the latest end among those opened before it
+    overlaps one of them. A subject's versions, each ending where the next begins, never
+    overlap, so revising a claim makes no candidate. Reading every live claim and
+    building each took 474 ms at 100k memories for a namespace with no contradiction;
+    joining each claim to the others of its key, 342 ms."""
     sql.execute(
-        "SELECT DISTINCT subject_key FROM (SELECT subject_key FROM memories "
-        f"WHERE namespace = ? AND {_live('')} AND kind <> 'event' AND subject_key IS NOT NULL "
-        "AND attribute_key IS NOT NULL AND value IS NOT NULL "
-        "GROUP BY subject_key, attribute_key HAVING count(DISTINCT value) > 1) d",
-        [namespace, now],
+        "SELECT DISTINCT subject_key FROM (SELECT subject_key, valid_from, "
+        "MAX(valid_until) OVER (PARTITION BY subject_key, attribute_key ORDER BY valid_from, "
+        "position ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach FROM memories "
+        f"WHERE namespace = ? AND {_live('memories')} AND kind <> 'event' "
+        "AND subject_key IS NOT NULL AND attribute_key IS NOT NULL AND value IS NOT NULL) w "
+        "WHERE valid_from < reach",
+        [namespace],
     )
     return sorted(str(row["subject_key"]) for row in sql.fetchall())

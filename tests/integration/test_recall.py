@@ -1031,10 +1031,10 @@ def test_conflicts_are_separate_per_subject_and_attribute(ledger: Ledger) -> Non
 def test_the_namespace_s_conflicts_are_those_of_every_subject_read_whole(
     ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The namespace's conflicts are read only for the subjects where some key holds two
-    different stored values; reading every subject finds the same sets, also where
-    values differ only in spelling ({"a": 1, "b": 2} and {"b": 2, "a": 1}) or windows
-    only touch."""
+    """The namespace's conflicts are read only for the subjects where two claims of a key
+    hold different stored values over overlapping windows; reading every subject finds
+    the same sets, also where values differ only in spelling ({"a": 1, "b": 2} and
+    {"b": 2, "a": 1}), windows only touch, or claims were revised or archived."""
     rng = random.Random(17)
     values: list[Any] = ["red", "blue", 3, {"a": 1, "b": 2}, {"b": 2, "a": 1}]
     months = [MAR, APR, JUL, "2026-10-01T00:00:00Z"]
@@ -1046,13 +1046,22 @@ def test_the_namespace_s_conflicts_are_those_of_every_subject_read_whole(
          "valid_until": None if kind == "event" else rng.choice([None, *months[start + 1 :]])}
         for n, (kind, start) in enumerate(drawn)
     )  # fmt: skip
+    clock.advance(days=1)
+    claims = [hit.memory for hit in ledger.search("claim", limit=200)]
+    for n, older in enumerate([m for m in claims if m.kind != "event"][::6]):
+        end = older.valid_until or older.valid_from + timedelta(days=60)
+        middle = older.valid_from + (end - older.valid_from) / 2
+        ledger.revise(older.id, f"{older.content} revised", value=f"revised {n % 2}", at=middle)
+    for memory in claims[1::9]:
+        if ledger.get(memory.id).state is State.CURRENT:
+            ledger.archive(memory.id)
 
     def summary() -> list[tuple[str, str, list[Any], Any, str]]:
         return [(c.subject, c.attribute, [m.id for m in c.members], c.highest_confidence.id,
                  c.resolution) for c in ledger.conflicts()]  # fmt: skip
 
     found = summary()
-    every = lambda sql, namespace, now: [f"s{n}" for n in range(12)]  # noqa: E731
+    every = lambda sql, namespace: [f"s{n}" for n in range(12)]  # noqa: E731
     monkeypatch.setattr(recall, "_disagreeing_subjects", every)
     assert summary() == found
     assert len(found) >= 5
@@ -1074,12 +1083,13 @@ def test_one_and_one_point_zero_are_the_same_value(ledger: Ledger) -> None:
     assert len(ledger.conflicts()) == 1
 
 
-def test_a_claim_superseded_at_an_instant_to_come_still_contradicts_until_then(
+def test_a_superseded_claim_still_contradicts_what_it_disagreed_with_before(
     ledger: Ledger, clock: ManualClock
 ) -> None:
-    """Friday is replaced by Monday only from December, so until then the ledger holds
-    Friday and an unlinked Monday from April at once: both true now, a contradiction.
-    Once December has come, Friday's window has ended and only Monday stands."""
+    """Friday is replaced by Monday from December, and an unlinked Monday holds from
+    April: from April to December the ledger holds both, a contradiction, before
+    December comes and after (a supersession ends Friday's window; it does not withdraw
+    what Friday said before)."""
     clock.set("2026-08-01T00:00:00+00:00")
     friday = ledger.remember("deadline Friday", subject="launch", attribute="deadline",
                              value="Friday", valid_from=MAR)  # fmt: skip
@@ -1093,7 +1103,30 @@ def test_a_claim_superseded_at_an_instant_to_come_still_contradicts_until_then(
         assert [m.id for m in conflict.members] == [friday.id, monday.id]
         assert conflict.members[0].state is State.SUPERSEDED
     clock.set("2026-12-02T00:00:00+00:00")
-    assert ledger.conflicts() == [] and ledger.conflicts("launch") == []
+    assert {m.value for m in ledger.facts("launch", "deadline", as_of=JUL)} == {"Friday", "Monday"}
+    for conflicts in (ledger.conflicts(), ledger.conflicts("launch")):
+        (conflict,) = conflicts
+        assert [m.id for m in conflict.members] == [friday.id, monday.id]
+
+
+def test_a_conflict_does_not_depend_on_how_a_window_closed(ledger: Ledger) -> None:
+    """MySQL from March, replaced by Postgres from July, and an unlinked Oracle from April
+    to June: in May the ledger holds MySQL and Oracle, whether MySQL's window was closed
+    by its revision or given its end when it was written."""
+    claim = {"subject": "atlas", "attribute": "db"}
+    mysql = ledger.remember("db is MySQL", value="MySQL", valid_from=MAR, **claim)
+    ledger.revise(mysql.id, "db is Postgres", value="Postgres", at=JUL)
+    oracle = ledger.remember("db is Oracle", value="Oracle", valid_from=APR,
+                             valid_until="2026-06-01T00:00:00Z", **claim)  # fmt: skip
+    ended = ledger.remember("db is MySQL", value="MySQL", valid_from=MAR, valid_until=JUL,
+                            subject="lumen", attribute="db")  # fmt: skip
+    ledger.remember("db is Oracle", value="Oracle", valid_from=APR,
+                    valid_until="2026-06-01T00:00:00Z", subject="lumen", attribute="db")  # fmt: skip
+    assert {m.value for m in ledger.facts("atlas", "db", as_of="2026-05-01T00:00:00Z")} == {
+        "MySQL", "Oracle"}  # fmt: skip
+    members = {c.subject: [m.id for m in c.members] for c in ledger.conflicts()}
+    assert members["atlas"] == [mysql.id, oracle.id] and members["lumen"][0] == ended.id
+    assert [m.id for m in ledger.conflicts("atlas")[0].members] == [mysql.id, oracle.id]
 
 
 # ------------------------------------------------------------------ causality
