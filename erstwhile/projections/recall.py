@@ -460,7 +460,7 @@ def _disagreeing_subjects(sql: Sql, namespace: str) -> list[str]:
     overlaps one of them. A subject's versions, each ending where the next begins, never
     overlap, so revising a claim makes no candidate. Reading every live claim and
     building each took 474 ms at 100k memories for a namespace with no contradiction;
-    joining each claim to the others of its key, 342 ms."""
+    this read, 252 ms (a raw self-join of the same picture, 166)."""
     sql.execute(
         "SELECT DISTINCT subject_key FROM (SELECT subject_key, valid_from, "
         "MAX(valid_until) OVER (PARTITION BY subject_key, attribute_key ORDER BY valid_from, "
