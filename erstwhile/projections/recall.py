@@ -428,8 +428,8 @@ def _live(table: str) -> str:
 def live_keyed_claims(sql: Sql, namespace: str, subject: str | None) -> list[ClaimView]:
     """Return live (see :func:`_live`), structured, valued claims (events aside), for
     contradiction checks, in log order: those of ``subject``, or, for the whole
-    namespace, those of the subjects where two such claims of a key hold different
-    values over windows that overlap (no other claim can contradict one)."""
+    namespace, those of the subjects where two such claims of a key have windows that
+    overlap (no other claim can contradict one)."""
     if subject is not None:
         return _subject_claims(sql, namespace, normalise_label(subject))
     claims = [
