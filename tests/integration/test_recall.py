@@ -25,6 +25,7 @@ from tests.conftest import ManualClock, OpenLedger, event_count
 JAN = "2026-01-01T00:00:00Z"
 MAR = "2026-03-01T00:00:00Z"
 APR = "2026-04-01T00:00:00Z"
+JUN = "2026-06-01T00:00:00Z"
 JUL = "2026-07-01T00:00:00Z"
 
 
@@ -1055,16 +1056,22 @@ def test_the_namespace_s_conflicts_are_those_of_every_subject_read_whole(
     for memory in claims[1::9]:
         if ledger.get(memory.id).state is State.CURRENT:
             ledger.archive(memory.id)
+    # A subject whose one contradiction has a superseded side (MySQL, revised from July,
+    # against Oracle from April to June): its current claims alone never overlap.
+    key = {"subject": "s12", "attribute": "colour"}
+    mysql = ledger.remember("MySQL", value="MySQL", valid_from=MAR, **key)
+    ledger.revise(mysql.id, "Postgres", value="Postgres", at=JUL)
+    ledger.remember("Oracle", value="Oracle", valid_from=APR, valid_until=JUN, **key)
 
     def summary() -> list[tuple[str, str, list[Any], Any, str]]:
         return [(c.subject, c.attribute, [m.id for m in c.members], c.highest_confidence.id,
                  c.resolution) for c in ledger.conflicts()]  # fmt: skip
 
     found = summary()
-    every = lambda sql, namespace: [f"s{n}" for n in range(12)]  # noqa: E731
+    every = lambda sql, namespace: [f"s{n}" for n in range(13)]  # noqa: E731
     monkeypatch.setattr(recall, "_disagreeing_subjects", every)
     assert summary() == found
-    assert len(found) >= 5
+    assert len(found) >= 5 and "s12" in {subject for subject, *_ in found}
 
 
 def test_one_and_one_point_zero_are_the_same_value(ledger: Ledger) -> None:
