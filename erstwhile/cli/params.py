@@ -192,6 +192,21 @@ IdempotencyOpt = Annotated[
     ),
 ]
 MemoryId = Annotated[str, typer.Argument(metavar="ID", help="The memory's id.", show_default=False)]
+
+
+def parse_known_at(text: str) -> datetime | None:
+    """Read a transaction time: as :func:`parse_time`, but ``now`` is what the ledger
+    knows now, its latest (None), not the clock's reading: a log whose recorded
+    instants run ahead of this host's clock (another host's, or a clock set back) was
+    read as known before its own events."""
+    return None if text.strip().lower() == "now" else parse_time(text)
+
+
 KnownAtOpt = Annotated[
-    datetime | None, time_option("Answer as the ledger knew it then (default: latest)")
+    datetime | None,
+    typer.Option(
+        parser=parse_known_at,
+        metavar="TIME",
+        help="Answer as the ledger knew it then (default and 'now': latest).",
+    ),
 ]

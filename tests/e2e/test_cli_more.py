@@ -15,7 +15,7 @@ import sqlite3
 import subprocess
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +255,26 @@ def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
     assert exported.code == 0
     imported = run(tmp_path, "--db", "copy.db", "import", "out.jsonl")
     assert imported.code == 0 and (tmp_path / "copy.db").exists()
+
+
+def test_known_at_now_is_what_the_ledger_knows_now(tmp_path: Path) -> None:
+    """A log recorded ahead of this host's clock (another host's, or a clock set back):
+    --known-at now answers as the ledger knows now, as no --known-at does, not as of the
+    clock's reading, before the log's own events."""
+    ahead = datetime(2030, 1, 1, tzinfo=UTC)
+    with Ledger.open(tmp_path / "x.db", clock=lambda: ahead) as ledger:
+        made = ledger.remember("team uses Supabase", subject="team", valid_from="2026-03-01T00:00Z")
+    db = ["--db", "x.db", "--json"]
+    facts, found, got, plain = run_all(
+        tmp_path,
+        [*db, "facts", "team", "--known-at", "now"],
+        [*db, "search", "Supabase", "--known-at", "NOW"],
+        [*db, "get", str(made.id), "--known-at", " now "],
+        [*db, "facts", "team"],
+    )
+    assert [m["id"] for m in facts.json()] == [str(made.id)] == [m["id"] for m in plain.json()]
+    assert [h["memory"]["id"] for h in found.json()] == [str(made.id)]
+    assert got.json()["id"] == str(made.id)
 
 
 def test_brackets_in_user_text_are_printed_as_written(tmp_path: Path) -> None:
