@@ -112,9 +112,9 @@ def given(**options: Any) -> dict[str, Any]:
     }
 
 
-def time_option(help: str) -> Any:
-    """Return a typer option that reads a TIME (see :func:`parse_time`)."""
-    return typer.Option(parser=parse_time, metavar="TIME", help=f"{help}.")
+def time_option(help: str, parser: Any = parse_time) -> Any:
+    """Return a typer option that reads a TIME (with :func:`parse_time`, unless told)."""
+    return typer.Option(parser=parser, metavar="TIME", help=f"{help}.")
 
 
 # The claim's fields, shared by `remember` and `revise`.
@@ -204,9 +204,5 @@ def parse_known_at(text: str) -> datetime | None:
 
 KnownAtOpt = Annotated[
     datetime | None,
-    typer.Option(
-        parser=parse_known_at,
-        metavar="TIME",
-        help="Answer as the ledger knew it then (default and 'now': latest).",
-    ),
+    time_option("Answer as the ledger knew it then (default and 'now': latest)", parse_known_at),
 ]

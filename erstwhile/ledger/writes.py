@@ -303,7 +303,8 @@ class WriteCommands(LedgerCore):
             except OverflowError:  # a grace longer than the calendar: nothing is that old
                 return []
             due = self.reader.soft_forgotten_before(sql, cutoff)
-            due = [memory_id for memory_id in due if self.log.keyring.exists(sql, memory_id)]
+            keyed = self.log.keyring.present(sql, [str(memory_id) for memory_id in due])
+            due = [memory_id for memory_id in due if str(memory_id) in keyed]
         for memory_id in due:
             self.forget(memory_id, hard=True, reason="purge after grace period")
         return due
