@@ -60,3 +60,15 @@ class IdempotencyMismatch(ErstwhileError):
 
 class StoreUnavailable(ErstwhileError):
     """The store cannot be opened, reached or written."""
+
+
+BRIEF_CHARS = 40
+
+
+def brief(value: object) -> str:
+    """``repr(value)``, shortened for an error message when longer than
+    :data:`BRIEF_CHARS` (a number of 400 digits would otherwise fill the screen)."""
+    text = repr(value)
+    if len(text) <= BRIEF_CHARS:
+        return text
+    return f"{text[: BRIEF_CHARS - 10]}... ({len(text):,} characters)"

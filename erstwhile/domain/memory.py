@@ -22,7 +22,7 @@ import orjson
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.errors import ValidationError, brief
 from erstwhile.domain.time import Window, optional_utc
 
 MAX_CONTENT_BYTES = 64 * 1024
@@ -329,8 +329,11 @@ class MemoryDraft(BaseModel):
     def _confidence(cls, confidence: Any) -> float:
         if isinstance(confidence, bool) or not isinstance(confidence, int | float):
             raise ValueError(f"confidence must be a number between 0 and 1, got {confidence!r}")
-        if not math.isfinite(confidence) or not 0.0 <= confidence <= 1.0:
-            raise ValueError(f"confidence must be between 0 and 1, got {confidence!r}")
+        # An int is compared as it is: a huge one does not convert to a float.
+        if (isinstance(confidence, float) and not math.isfinite(confidence)) or not (
+            0 <= confidence <= 1
+        ):
+            raise ValueError(f"confidence must be between 0 and 1, got {brief(confidence)}")
         return float(confidence)
 
     @field_validator("value")

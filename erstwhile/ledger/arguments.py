@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from erstwhile.domain.errors import NotFound, ValidationError
+from erstwhile.domain.errors import NotFound, ValidationError, brief
 from erstwhile.domain.memory import check_text
 
+MAX_SECONDS = int(threading.TIMEOUT_MAX)
+"""The longest duration a wait takes (about 292 years): the longest Python's threads can
+wait, and far below where a whole number of seconds stops converting to a float."""
 MAX_NAME_CHARS = 200
 MAX_TEXT_CHARS = 4096
 
@@ -105,9 +109,17 @@ def seconds(value: object, what: str, *, positive: bool = False) -> float:
     ``positive``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(f"{what} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "above 0" if positive else "0 or more"
-        raise ValidationError(f"{what} must be a finite number of seconds, {bound}; got {value}")
+    bound = "above 0" if positive else "0 or more"
+    if (
+        (isinstance(value, float) and not math.isfinite(value))
+        or value < 0
+        or (positive and value == 0)
+    ):
+        raise ValidationError(
+            f"{what} must be a finite number of seconds, {bound}; got {brief(value)}"
+        )
+    if value > MAX_SECONDS:
+        raise ValidationError(f"{what} must be at most {MAX_SECONDS:,} seconds; got {brief(value)}")
     return float(value)
 
 

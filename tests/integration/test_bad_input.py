@@ -158,6 +158,8 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("wait_for position negative", lambda ledger, mine, theirs: ledger.wait_for(-1), ValidationError, "position"),
     ("wait_for timeout not a number", lambda ledger, mine, theirs: ledger.wait_for(timeout="1"), ValidationError, "timeout"),
     ("wait_for timeout NaN", lambda ledger, mine, theirs: ledger.wait_for(timeout=float("nan")), ValidationError, "timeout"),
+    ("wait_for timeout beyond a float", lambda ledger, mine, theirs: ledger.wait_for(timeout=10**400), ValidationError, "timeout must be at most"),
+    ("follow poll beyond a thread's wait", lambda ledger, mine, theirs: ledger.follow(stop=STOPPED, poll=10**12), ValidationError, "poll must be at most"),
     ("follow stop not an event", lambda ledger, mine, theirs: ledger.follow(stop=5), ValidationError, "stop"),
     ("follow poll not a number", lambda ledger, mine, theirs: ledger.follow(stop=STOPPED, poll="1"), ValidationError, "poll"),
     ("follow poll zero", lambda ledger, mine, theirs: ledger.follow(stop=STOPPED, poll=0), ValidationError, "poll"),

@@ -67,6 +67,8 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "confidence": float("inf")}, "between 0 and 1"),
     ({"content": "x", "confidence": 1.5}, "between 0 and 1"),
     ({"content": "x", "confidence": -0.1}, "between 0 and 1"),
+    ({"content": "x", "confidence": 10**400}, r"between 0 and 1, got 1000.*\(401 characters\)"),
+    ({"content": "x", "confidence": -(10**309)}, "between 0 and 1"),
     ({"content": "x", "confidence": "high"}, "number"),
     ({"content": "x", "confidence": True}, "number"),
     ({"content": "x", "value": {1, 2}}, "not a JSON value"),
