@@ -189,9 +189,7 @@ class WriteCommands(LedgerCore):
         """Assert a memory that supersedes ``older_id`` at ``at``; unset structured fields
         (kind, subject, attribute, value, entities) are copied from the older memory."""
         target = self._state(older_id, "older_id")
-        if target.memory is None:
-            raise SupersessionRefused("not_current", f"memory {target.id} is forgotten")
-        older = target.memory
+        older = target.memory or self._retried_revision_of(target, fields.get("idempotency_key"))
         at_instant = optional_utc(at, "at")
         if at_instant is not None:
             given = optional_utc(fields.get("valid_from"), "valid_from")
@@ -204,6 +202,17 @@ class WriteCommands(LedgerCore):
         if "supersedes" in fields:
             raise ValidationError("revise supersedes exactly older_id: do not pass supersedes")
         return self.remember_many([{"content": content, "supersedes": [older.id], **fields}])[0]
+
+    def _retried_revision_of(self, target: MemoryState, key: Any) -> Memory:
+        """The forgotten memory a ``revise`` names, when the revise is the retry of one
+        made before the forget (its idempotency key is claimed): the retry builds the
+        same request from the claim the forget kept, and answers as the first did. A
+        forgotten memory is otherwise refused, as is an erased one (its claim is gone,
+        so a retry's payload cannot be compared)."""
+        retried = isinstance(key, str) and self.log.claimed(self.namespace, [key])
+        if target.kept is not None and retried:
+            return target.kept
+        raise SupersessionRefused("not_current", f"memory {target.id} is forgotten")
 
     def archive(self, memory_id: UUID | str, *, reason: str | None = None) -> Memory:
         """Retire a memory from "what is true now" without touching its window.

@@ -36,6 +36,9 @@ class MemoryState:
     existing: Existing
     memory: Memory | None
     erased: bool = False
+    kept: Memory | None = None
+    """The memory as its row keeps it, forgotten or not, until erased (a soft forget
+    hides a memory from reads but keeps its claim: a retried ``revise`` of it needs it)."""
 
     @property
     def id(self) -> UUID:
@@ -195,12 +198,15 @@ class MemoryReader:
             raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
         # An erased claim in a row not yet marked forgotten is a fold of the log up to
         # before the hard forget (a replay, a follower behind): still never shown.
-        visible = row["state"] != State.FORGOTTEN and row["erased_at"] is None
-        memory = (
-            memory_from_row(row, self._superseded_ids(sql, [memory_id], LATEST).get(row["id"], []))
-            if visible
-            else None
+        erased = row["erased_at"] is not None
+        kept = (
+            None
+            if erased
+            else memory_from_row(
+                row, self._superseded_ids(sql, [memory_id], LATEST).get(row["id"], [])
+            )
         )
+        memory = kept if row["state"] != State.FORGOTTEN else None
         existing = Existing(
             id=memory_id,
             kind=Kind(row["kind"]),
@@ -212,7 +218,7 @@ class MemoryReader:
             version=row["version"],
             position=row["position"],
         )
-        return MemoryState(existing=existing, memory=memory, erased=row["erased_at"] is not None)
+        return MemoryState(existing=existing, memory=memory, erased=erased, kept=kept)
 
     def get(self, sql: Sql, memory_id: UUID, known_at: datetime | None = None) -> Memory:
         """Return a visible memory as known at ``known_at`` (latest by default)."""

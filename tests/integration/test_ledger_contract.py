@@ -259,6 +259,30 @@ def test_idempotent_retry_of_a_supersession(ledger: Ledger) -> None:
     assert event_count(ledger) == before
 
 
+def test_a_retried_revise_answers_as_the_first_after_its_older_memory_is_forgotten(
+    ledger: Ledger,
+) -> None:
+    """The retry of a ``revise`` made before its older memory was soft-forgotten is still
+    that revise's retry (its request is rebuilt from the claim the forget kept): the
+    first result, nothing appended; another payload is still a mismatch, and a revise
+    under a new key is still refused."""
+    old = supabase(ledger)
+    first = ledger.revise(old.id, "AWS", value="AWS", at=JUL, idempotency_key="rev-1")  # type: ignore[attr-defined]
+    ledger.forget(old.id)  # type: ignore[attr-defined]
+    before = event_count(ledger)
+    again = ledger.revise(old.id, "AWS", value="AWS", at=JUL, idempotency_key="rev-1")  # type: ignore[attr-defined]
+    assert again.id == first.id and again == ledger.get(first.id)  # type: ignore[attr-defined]
+    with pytest.raises(IdempotencyMismatch):
+        ledger.revise(old.id, "GCP", value="GCP", at=JUL, idempotency_key="rev-1")  # type: ignore[attr-defined]
+    with pytest.raises(SupersessionRefused) as refused:
+        ledger.revise(old.id, "AWS", value="AWS", at=JUL, idempotency_key="rev-2")  # type: ignore[attr-defined]
+    assert refused.value.reason == "not_current"
+    assert event_count(ledger) == before
+    ledger.forget(old.id, hard=True)  # type: ignore[attr-defined]
+    with pytest.raises(SupersessionRefused):  # its claim is erased: nothing to compare with
+        ledger.revise(old.id, "AWS", value="AWS", at=JUL, idempotency_key="rev-1")  # type: ignore[attr-defined]
+
+
 def test_archive_retires_from_now_but_keeps_the_window(ledger: Ledger) -> None:
     memory = supabase(ledger)
     archived = ledger.archive(memory.id, reason="stale")  # type: ignore[attr-defined]
