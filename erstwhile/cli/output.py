@@ -6,16 +6,18 @@ the text.
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, time
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markup import escape
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -25,8 +27,43 @@ from erstwhile.domain.views import Conflict, Hit, LoggedEvent, ProjectionStatus,
 ID_WIDTH = 36
 """The width of a memory id: columns that show one never fold it."""
 
-console = Console()
-errors = Console(stderr=True)
+UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab: stored text holding them (an escape sequence
+in a memory's content, say) would otherwise reach the terminal as commands to it.
+(rich strips only a few: BEL, backspace, VT, FF and CR, and passes ESC through.)"""
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character but newline and tab shown as its Unicode
+    picture (ESC as ``␛``, DEL as ``␡``), or ``�`` for the C1 controls, which have none."""
+    return UNPRINTABLE.sub(_picture, text)
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)
+    return "\u2421" if code == 0x7F else "\ufffd"
+
+
+class PrintableConsole(Console):
+    """A console that shows stored text, never obeys it: every segment it renders has
+    its control characters replaced by :func:`printable`. (rich's own styling travels
+    beside the text, as each segment's style, and is left alone.) Applied here, once,
+    it covers every table, title and message, wherever their text came from."""
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            if segment.control is None and UNPRINTABLE.search(segment.text):
+                yield Segment(printable(segment.text), segment.style)
+            else:
+                yield segment
+
+
+console = PrintableConsole()
+errors = PrintableConsole(stderr=True)
 
 
 class FittedTable(Table):

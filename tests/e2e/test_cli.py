@@ -229,6 +229,27 @@ def test_a_terminal_without_the_characters_gets_escapes_not_a_failed_write(
     assert missing.returncode == 1 and b"Traceback" not in missing.stderr
 
 
+def test_stored_control_characters_are_shown_never_sent_to_the_terminal(tmp_path: Path) -> None:
+    """An escape sequence in a memory's text (content, subject, value, entity, actor)
+    reaches the terminal as pictures of its characters, in every table and title: a
+    memory's content must not recolour, clear or retitle the screen that reads it.
+    ``--json`` keeps the text exactly as stored."""
+    db = ["--db", f"sqlite:///{tmp_path}/x.db"]
+    escape, clear = "\x1b[31mRED\x1b[0m \x1b]0;pwned\x07", "\x1b[2J"
+    made = run(tmp_path, *db, "--json", "--actor", f"bot{clear}", "remember", f"evil {escape}",
+               "--subject", f"team{clear}", "--value", "\x1b[41mV", "--entity", f"ent{clear}")  # fmt: skip
+    memory_id = made.json()["id"]
+    assert made.json()["content"] == f"evil {escape}"
+    shown = run_all(tmp_path, [*db, "get", memory_id], [*db, "facts", f"team{clear}"],
+                    [*db, "search", "evil"], [*db, "audit", "log"],
+                    [*db, "timeline", f"team{clear}"], [*db, "conflicts"])  # fmt: skip
+    for result in shown:
+        assert result.code == 0, result
+        assert "\x1b" not in result.stdout + result.stderr, result
+    assert "evil \u241b[31mRED\u241b[0m \u241b]0;pwned" in shown[0].stdout
+    assert "team\u241b[2J" in shown[4].stdout
+
+
 def test_every_field_option_reaches_the_memory(tmp_path: Path) -> None:
     full = run(
         tmp_path, "--json", "--namespace", "acme", "--actor", "planner-bot", "remember",
