@@ -16,7 +16,7 @@ from erstwhile.cli.output import (
     show_instant,
     show_memories,
 )
-from erstwhile.cli.params import time_option
+from erstwhile.cli.params import parse_known_at, time_option
 from erstwhile.cli.projections import progress_bar
 from erstwhile.domain.errors import ErstwhileError
 
@@ -78,10 +78,16 @@ def verify(ctx: typer.Context) -> None:
 @audit_app.command("replay")
 def replay(
     ctx: typer.Context,
-    known_at: Annotated[datetime, time_option("Rebuild the ledger as it stood at this instant")],
     subject: Annotated[
         str, typer.Option(metavar="TEXT", help="Whose facts to show.", show_default=False)
     ],
+    known_at: Annotated[
+        datetime | None,
+        time_option(
+            "Rebuild the ledger as it stood at this instant (default and 'now': as it stands)",
+            parse_known_at,
+        ),
+    ] = None,
     attribute: Annotated[
         str | None, typer.Option(metavar="TEXT", help="Only this property.")
     ] = None,
@@ -100,5 +106,5 @@ def replay(
             found = past.facts(subject, attribute, as_of=as_of)
     about = f"{subject} {attribute}" if attribute else subject
     when = f" as of {show_instant(as_of)}" if as_of else ""
-    title = f"Facts about {about}{when}, replayed as known at {show_instant(known_at)}"
+    title = f"Facts about {about}{when}, replayed as known at {show_instant(past.now())}"
     show_memories(settings(ctx).json, title, found)

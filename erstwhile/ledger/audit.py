@@ -59,12 +59,18 @@ class Audit(LedgerCore):
         return VerifyReport(ok=first_break is None, checked=checked, first_break=first_break,
                             reason=reason)  # fmt: skip
 
-    def replay(self, known_at: Instant, progress: Progress | None = None) -> ReplayLedger:
+    def replay(
+        self, known_at: Instant | None = None, progress: Progress | None = None
+    ) -> ReplayLedger:
         """Rebuild every projection from the log as it stood at ``known_at`` into a scratch
-        store, and return a read-only ledger over it (close it when done). ``progress``
+        store, and return a read-only ledger over it (close it when done); ``None``: as
+        the ledger knows it now (the clock, but never behind the log). ``progress``
         is called as ``rebuild`` calls it, while the projections are folded."""
-        instant = to_utc(known_at, "known_at")
+        instant = None if known_at is None else to_utc(known_at, "known_at")
         callback(progress, "progress")
+        if instant is None:
+            with translated_errors(), self.log.backend.read() as sql:
+                instant = self._present(sql)
         folder = Path(tempfile.mkdtemp(prefix="erstwhile-replay-"))
         try:
             scratch = EventLog(open_backend(f"sqlite:///{folder}/replay.db"), self.log.keyring)

@@ -275,6 +275,12 @@ def test_known_at_now_is_what_the_ledger_knows_now(tmp_path: Path) -> None:
     assert [m["id"] for m in facts.json()] == [str(made.id)] == [m["id"] for m in plain.json()]
     assert [h["memory"]["id"] for h in found.json()] == [str(made.id)]
     assert got.json()["id"] == str(made.id)
+    replayed = run(tmp_path, *db, "audit", "replay", "--known-at", "now", "--subject", "team")
+    assert [m["id"] for m in replayed.json()] == [str(made.id)]
+    shown = run(
+        tmp_path, "--db", "x.db", "audit", "replay", "--known-at", "now", "--subject", "team"
+    )
+    assert shown.code == 0 and "replayed as known at 2030-01-01" in shown.stdout
 
 
 def test_brackets_in_user_text_are_printed_as_written(tmp_path: Path) -> None:
