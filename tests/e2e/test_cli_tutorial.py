@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from erstwhile import Ledger
+
 ROOT = Path(__file__).parent.parent.parent
 TUTORIAL = ROOT / "docs" / "cli-tutorial.md"
 BLOCK = re.compile(r"^```sh\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -33,3 +35,10 @@ def test_the_cli_tutorial_runs(tmp_path: Path) -> None:
                      "Hash chain intact"):  # fmt: skip
         assert expected in out, expected
     assert (tmp_path / "events.jsonl").stat().st_size > 0
+    # Story 3: the proposal accepted, Berlin supersedes Lisbon at its start.
+    with Ledger.open(tmp_path / "stories.db", namespace="home") as home:
+        assert [m.value for m in home.facts("me", "city")] == ["Berlin"]
+        assert [m.value for m in home.facts("me", "city", as_of="2026-03-01T00:00:00Z")] == [
+            "Lisbon"
+        ]
+        assert home.proposals() == [] and home.conflicts() == []
