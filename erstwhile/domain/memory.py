@@ -220,20 +220,21 @@ def canonical_json(value: Any) -> str:
     tell them apart)."""
     if value is None or type(value) in PLAIN_SCALARS:
         return orjson.dumps(value).decode()  # nothing to sort or respell
-    return orjson.dumps(_whole_numbers_as_integers(value), option=orjson.OPT_SORT_KEYS).decode()
+    return orjson.dumps(whole_numbers_as_integers(value), option=orjson.OPT_SORT_KEYS).decode()
 
 
 PLAIN_SCALARS = frozenset({str, int, bool})
 """JSON values spelled one way already (a float may be a whole number: ``1.0`` is ``1``)."""
 
 
-def _whole_numbers_as_integers(value: Any) -> Any:
+def whole_numbers_as_integers(value: Any) -> Any:
+    """``value`` with every whole float (``1.0``) spelled as the integer it is (``1``)."""
     if isinstance(value, float) and value.is_integer() and int(value) in JSON_INTEGERS:
         return int(value)
     if isinstance(value, list | tuple):
-        return [_whole_numbers_as_integers(item) for item in value]
+        return [whole_numbers_as_integers(item) for item in value]
     if isinstance(value, dict):
-        return {key: _whole_numbers_as_integers(item) for key, item in value.items()}
+        return {key: whole_numbers_as_integers(item) for key, item in value.items()}
     return value
 
 

@@ -27,6 +27,7 @@ from erstwhile.domain.memory import (
     check_position,
     check_text,
     parse_draft,
+    whole_numbers_as_integers,
 )
 from erstwhile.domain.rules import Side, check_supersession
 from erstwhile.domain.time import Window
@@ -66,6 +67,10 @@ class WritePlan:
     fingerprint: str
     """A digest of the request as made, which a retry under the same idempotency key
     must match (empty when no key is given: nothing will compare it)."""
+    earlier_fingerprint: str = ""
+    """The digest this request had before whole numbers in ``value`` and ``metadata`` were
+    spelled one way (see :func:`fingerprint`), where that differs: a claim stored then
+    still matches its retry."""
 
     @classmethod
     def parse(cls, arguments: Mapping[str, Any]) -> WritePlan:
@@ -84,22 +89,48 @@ class WritePlan:
         if observed is not None:
             check_position(observed, "observed_position")
         draft = parse_draft(fields)
-        digest = "" if key is None else fingerprint(draft, supersedes, policy)
-        return cls(draft, supersedes, policy, key, observed, digest)
+        if key is None:
+            return cls(draft, supersedes, policy, key, observed, "")
+        digest, earlier = fingerprint(draft, supersedes, policy), ""
+        if _respelled(draft):
+            earlier = fingerprint(draft, supersedes, policy, whole_numbers=False)
+        return cls(draft, supersedes, policy, key, observed, digest, earlier)
+
+    def matches(self, stored: str) -> bool:
+        """Whether a claim's stored fingerprint is this request's (as digested now, or
+        as it was digested before whole numbers were spelled one way)."""
+        return stored == self.fingerprint or (bool(self.earlier_fingerprint)
+                                              and stored == self.earlier_fingerprint)  # fmt: skip
 
     def claim_view(self, start: datetime) -> ClaimView:
         """This request's claim as the bar sees it, opening at ``start`` if undated."""
         return ClaimView.of_new(self.draft, UUID(int=0), self.draft.window_from(start), 0)
 
 
-def fingerprint(draft: MemoryDraft, supersedes: Sequence[UUID], policy: str) -> str:
-    """Digest a ``remember`` request (its claim, what it supersedes, its policy)."""
-    payload = {
-        "draft": draft.model_dump(mode="json"),
-        "supersedes": [str(i) for i in supersedes],
-        "policy": policy,
-    }
+def fingerprint(
+    draft: MemoryDraft, supersedes: Sequence[UUID], policy: str, *, whole_numbers: bool = True
+) -> str:
+    """Digest a ``remember`` request (its claim, what it supersedes, its policy).
+
+    A whole number in ``value`` or ``metadata`` is digested as an integer, written ``12``
+    or ``12.0`` (JSON does not tell them apart, and a retry that went through JSON may
+    come back spelled the other way), as the ledger compares claims. Until 2026-12-02
+    the two spellings digested differently (``whole_numbers=False``)."""
+    dumped = draft.model_dump(mode="json")
+    if whole_numbers:
+        for name in ("value", "metadata"):
+            dumped[name] = whole_numbers_as_integers(dumped[name])
+    payload = {"draft": dumped, "supersedes": [str(i) for i in supersedes], "policy": policy}
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _respelled(draft: MemoryDraft) -> bool:
+    """Whether ``value`` or ``metadata`` holds a whole float, which :func:`fingerprint`
+    respells (compared as text: ``1 == 1.0`` in Python)."""
+    return any(
+        orjson.dumps(whole_numbers_as_integers(found)) != orjson.dumps(found)
+        for found in (draft.value, draft.metadata)
+    )
 
 
 def _ids(values: Any) -> tuple[UUID, ...]:

@@ -416,7 +416,7 @@ class WriteCommands(LedgerCore):
                     f"idempotency key {plan.idempotency_key!r} made memory {claim.memory_id}, "
                     "which was forgotten for good"
                 )
-            if claim.fingerprint != plan.fingerprint:
+            if not plan.matches(claim.fingerprint):
                 raise IdempotencyMismatch(
                     f"idempotency key {plan.idempotency_key!r} was first used "
                     "with a different payload"

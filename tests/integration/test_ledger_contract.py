@@ -220,6 +220,26 @@ def test_idempotent_retry_returns_the_first_result_and_appends_nothing(ledger: L
     assert event_count(ledger) == before
 
 
+def test_a_retry_spelling_a_whole_number_the_other_way_is_the_same_payload(
+    ledger: Ledger,
+) -> None:
+    """``12`` and ``12.0`` are one JSON number (a retry may have been through JSON), as
+    they are one claim to the bar: the retry returns the first result."""
+    first = ledger.remember("price", subject="w", attribute="p", value=12.0,
+                            metadata={"n": 1.0}, idempotency_key="k")  # fmt: skip
+    before = event_count(ledger)
+    again = ledger.remember("price", subject="w", attribute="p", value=12,
+                            metadata={"n": 1}, idempotency_key="k")  # fmt: skip
+    assert again == first and event_count(ledger) == before
+    assert ledger.remember_many([{"content": "price", "subject": "w", "attribute": "p",
+                                  "value": 12, "metadata": {"n": 1.0},
+                                  "idempotency_key": "k"}]) == [first]  # fmt: skip
+    with pytest.raises(IdempotencyMismatch):
+        ledger.remember("price", subject="w", attribute="p", value=12.5, metadata={"n": 1},
+                        idempotency_key="k")  # fmt: skip
+    assert event_count(ledger) == before
+
+
 def test_a_key_given_twice_in_one_batch_is_a_retry_or_a_mismatch(ledger: Ledger) -> None:
     """Within one ``remember_many`` an item repeating a key is what it would be in two
     calls: with the same payload, the first item's retry; with another, refused."""

@@ -12,7 +12,7 @@ from erstwhile.domain.events import Asserted, Superseded
 from erstwhile.domain.ids import uuid7
 from erstwhile.domain.memory import Kind, State, claim_of
 from erstwhile.domain.time import Window
-from erstwhile.domain.writes import Existing, WritePlan, plan_writes
+from erstwhile.domain.writes import Existing, WritePlan, fingerprint, plan_writes
 
 RECORDED = datetime(2026, 9, 1, tzinfo=UTC)
 MAR = datetime(2026, 3, 1, tzinfo=UTC)
@@ -87,3 +87,23 @@ def test_uuid7_layout_and_order() -> None:
     later = uuid7(JUL, bytes(10))
     assert earlier.version == 7 and earlier.variant == "specified in RFC 4122"
     assert earlier < later
+
+
+def test_a_whole_number_is_one_payload_to_the_fingerprint_however_spelled() -> None:
+    """JSON does not tell ``12`` from ``12.0``: a retry that went through JSON matches
+    its first call. A claim digested before the two spellings were made one (its
+    fingerprint spelled as given) still matches a retry spelled the same way."""
+
+    def plan(value: object, metadata: object = None) -> WritePlan:
+        return WritePlan.parse({"content": "price", "value": value, "metadata": metadata,
+                                "idempotency_key": "k"})  # fmt: skip
+
+    first = plan(12.0, {"n": [1.0, 2.5]})
+    assert first.fingerprint == plan(12, {"n": [1, 2.5]}).fingerprint
+    assert first.fingerprint != plan(12.5, {"n": [1, 2.5]}).fingerprint
+    assert first.fingerprint != plan(12, {"n": [1, 2.25]}).fingerprint
+    earlier = fingerprint(first.draft, (), "propose", whole_numbers=False)
+    assert earlier != first.fingerprint and first.earlier_fingerprint == earlier
+    assert first.matches(earlier) and first.matches(first.fingerprint)
+    assert not plan(13.0, {"n": [1.0, 2.5]}).matches(earlier)
+    assert plan("12").earlier_fingerprint == "" and not plan("12").matches("")
