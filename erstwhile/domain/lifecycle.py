@@ -31,8 +31,8 @@ from erstwhile.domain.memory import (
     Kind,
     MemoryDraft,
     State,
+    check_idempotency_key,
     check_position,
-    check_text,
     parse_draft,
 )
 from erstwhile.domain.rules import can_transition
@@ -294,9 +294,7 @@ def check_claim(event: Asserted) -> None:
         fields["content"] = "erased"
     parse_draft(fields)
     if event.idempotency_key is not None:
-        if not event.idempotency_key.strip():
-            raise ValidationError("idempotency_key must be non-empty text")
-        check_text(event.idempotency_key, "idempotency_key")
+        check_idempotency_key(event.idempotency_key)
     if event.observed_position is not None:
         check_position(event.observed_position, "observed_position")
 

@@ -160,10 +160,31 @@ def check_text(text: str, field: str) -> None:
         ) from None
 
 
+MAX_IDEMPOTENCY_KEY_BYTES = 1024
+"""An idempotency key's limit in UTF-8 bytes: it is half of a primary key (with the
+namespace) on both backends, and PostgreSQL's B-tree refuses an index row over 2,704
+bytes, with its own message, as a failure of the store."""
+
+
+def check_idempotency_key(key: Any) -> str:
+    """Return ``key`` if it is an idempotency key both stores can keep."""
+    if not isinstance(key, str) or not key.strip():
+        raise ValidationError("idempotency_key must be non-empty text")
+    check_text(key, "idempotency_key")
+    if len(key.encode("utf-8")) > MAX_IDEMPOTENCY_KEY_BYTES:
+        raise ValidationError(
+            f"idempotency_key is longer than {MAX_IDEMPOTENCY_KEY_BYTES} bytes in UTF-8"
+        )
+    return key
+
+
 def check_position(value: Any, field: str) -> int:
     """Return ``value`` if it is a log position (an integer >= 0 in the stores' range)."""
     if isinstance(value, bool) or not isinstance(value, int) or value not in LOG_POSITIONS:
-        raise ValidationError(f"{field} must be a log position (an integer >= 0), got {value!r}")
+        raise ValidationError(
+            f"{field} must be a log position (an integer from 0 to {LOG_POSITIONS[-1]:,}), "
+            f"got {brief(value)}"
+        )
     return value
 
 

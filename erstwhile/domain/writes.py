@@ -24,8 +24,8 @@ from erstwhile.domain.memory import (
     Kind,
     MemoryDraft,
     State,
+    check_idempotency_key,
     check_position,
-    check_text,
     parse_draft,
     whole_numbers_as_integers,
 )
@@ -82,9 +82,7 @@ class WritePlan:
             raise ValidationError(f"policy: unknown policy {policy!r}; expected one of {POLICIES}")
         key = fields.pop("idempotency_key", None)
         if key is not None:
-            if not isinstance(key, str) or not key.strip():
-                raise ValidationError("idempotency_key must be non-empty text")
-            check_text(key, "idempotency_key")
+            check_idempotency_key(key)
         observed = fields.pop("observed_position", None)
         if observed is not None:
             check_position(observed, "observed_position")

@@ -251,6 +251,9 @@ CASES: dict[str, Case] = {
         appended(s, event("ProposalRejected", str(proposal_id(UUID(GHOST), UUID(s.ids["aws"]))),
                           1, older_id=GHOST, newer_id=s.ids["aws"], reason=None)),
         END, "no earlier line asserts"),
+    "an idempotency key longer than remember takes": lambda s: (
+        appended(s, fresh_claim(s, idempotency_key="é" * 513)), END,
+        "idempotency_key is longer than 1024 bytes"),
     "an idempotency key used twice": lambda s: (
         appended(s, fresh_claim(s, idempotency_key="k1")), END, "used again"),
     "a claim erased but never forgotten for good": lambda s: (
