@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from erstwhile.domain.errors import StoreUnavailable, ValidationError
+from erstwhile.domain.errors import ErstwhileError, StoreUnavailable, ValidationError
 from erstwhile.eventstore import URL_VARIABLE, sqlite_path
 from erstwhile.ledger import Ledger
 
@@ -56,6 +58,37 @@ def open_ledger(
     """Open the ledger the global options name; use it in a ``with`` block. Only a
     command that can be a store's first write passes ``create`` (see :meth:`Settings.open`)."""
     return settings(ctx).open(sync_projections=sync_projections, create=create)
+
+
+@contextmanager
+def first_write(ctx: typer.Context) -> Iterator[Ledger]:
+    """Open the ledger for a command that may be its store's first write (``remember``,
+    ``import``). Should the command fail having written nothing into a SQLite file this
+    opening created, the file goes again: a refused first write leaves no empty store
+    behind, which a later read would answer from as if nothing had been remembered.
+    (Another process may have opened the new file meanwhile; it is left alone unless
+    the log is still empty.)"""
+    path = sqlite_path(settings(ctx).db)
+    created = path is not None and not path.exists()
+    ledger = open_ledger(ctx, create=True)
+    try:
+        yield ledger
+    except BaseException:
+        empty = created and _still_empty(ledger)
+        ledger.close()
+        if empty:
+            for file in ledger.log.backend.files():
+                file.unlink(missing_ok=True)
+        raise
+    ledger.close()
+
+
+def _still_empty(ledger: Ledger) -> bool:
+    """Whether the ledger's log holds no event (a store that cannot even say is kept)."""
+    try:
+        return ledger.head() == 0
+    except ErstwhileError:
+        return False
 
 
 def refuse_store_files(ledger: Ledger, output: Path) -> None:

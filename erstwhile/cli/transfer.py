@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from erstwhile.cli.context import open_ledger, refuse_store_files, settings
+from erstwhile.cli.context import first_write, open_ledger, refuse_store_files, settings
 from erstwhile.cli.output import console, errors, print_json
 from erstwhile.ledger.audit import Counter
 
@@ -69,7 +69,7 @@ def import_(
     # The file opens first: a missing file must not leave a new, empty store behind.
     with (
         sys.stdin.buffer if stdin else file.open("rb") as lines,
-        open_ledger(ctx, create=True) as ledger,
+        first_write(ctx) as ledger,
         counter("Importing", total) as progress,
     ):
         imported = ledger.import_events(lines, progress=progress)

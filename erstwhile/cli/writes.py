@@ -8,7 +8,7 @@ from uuid import UUID
 
 import typer
 
-from erstwhile.cli.context import open_ledger, settings
+from erstwhile.cli.context import first_write, open_ledger, settings
 from erstwhile.cli.output import console, print_json, show_memory
 from erstwhile.cli.params import (
     AttributeOpt,
@@ -77,7 +77,7 @@ def remember(
     """Remember a claim: assert a new memory, optionally superseding others."""
     fields = given(**locals())  # each option is named as the ledger's argument it feeds
     del fields["ctx"], fields["content"]
-    with open_ledger(ctx, create=True) as ledger:
+    with first_write(ctx) as ledger:
         memory = ledger.remember(content, **fields)
     show_memory(settings(ctx).json, "Remembered", memory)
 

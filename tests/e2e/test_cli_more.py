@@ -247,8 +247,19 @@ def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
             assert failed_cleanly(result, 1), result
             assert f"no store at {path}:" in result.stderr
         assert list(tmp_path.iterdir()) == []
+    # A first write refused (bad input, an id it cannot know, a file that is no export)
+    # leaves no store either.
+    (tmp_path / "garbage.jsonl").write_text("garbage\n")
+    refused = run_all(tmp_path, ["--db", "typo.db", "remember", ""],
+                      ["--db", "typo2.db", "remember", "x", "--supersedes", UNKNOWN_ID],
+                      ["--db", "typo3.db", "import", "garbage.jsonl"])  # fmt: skip
+    assert [r.code for r in refused] == [1, 1, 1], refused
+    assert [p.name for p in tmp_path.iterdir()] == ["garbage.jsonl"]
+    (tmp_path / "garbage.jsonl").unlink()
     made = run(tmp_path, "--db", "typo.db", "remember", "The team uses Supabase")
     assert made.code == 0
+    again = run(tmp_path, "--db", "typo.db", "remember", "")  # a store with a log stays
+    assert again.code == 1 and (tmp_path / "typo.db").exists()
     found = run(tmp_path, "--db", "typo.db", "--json", "search", "Supabase")
     assert [h["memory"]["content"] for h in found.json()] == ["The team uses Supabase"]
     exported = run(tmp_path, "--db", "typo.db", "export", "--output", "out.jsonl")
