@@ -13,7 +13,7 @@ fields per memory: O(events) time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from uuid import UUID
 
 from erstwhile.domain.errors import ValidationError
@@ -36,7 +36,7 @@ from erstwhile.domain.memory import (
     parse_draft,
 )
 from erstwhile.domain.rules import can_transition
-from erstwhile.domain.time import LAST_INSTANT, end_to_micros, to_micros, to_utc
+from erstwhile.domain.time import LAST_RECORDABLE, end_to_micros, to_micros, to_utc
 
 DRAFT_FIELDS = tuple(MemoryDraft.model_fields)
 
@@ -132,7 +132,7 @@ class LogCheck:
                 f"position {position} does not come after the line before's ({self.position})"
             )
         recorded = to_micros(recorded_at)
-        if recorded_at > LAST_INSTANT - timedelta(seconds=1):
+        if recorded_at > LAST_RECORDABLE:
             raise Impossible(
                 f"recorded_at {recorded_at.isoformat()} leaves no instant for a later write"
             )

@@ -18,6 +18,10 @@ OPEN_END = 2**63 - 1
 ONE_MICROSECOND = timedelta(microseconds=1)
 LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 """The last instant the calendar has (9999-12-31, the usual "until further notice")."""
+LAST_RECORDABLE = LAST_INSTANT - timedelta(seconds=1)
+"""The latest instant an event may be recorded at: the calendar's last second is kept
+for the writes after it (a log recorded at its very end could never grow again, not
+even by the hard forget that erases a memory)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Instant = datetime | str

@@ -22,7 +22,7 @@ from eventsourcing.persistence import StoredEvent
 from erstwhile.domain.errors import ConcurrencyConflict, StoreUnavailable, ValidationError
 from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
 from erstwhile.domain.memory import LOG_POSITIONS
-from erstwhile.domain.time import ONE_MICROSECOND, from_micros, to_micros
+from erstwhile.domain.time import LAST_RECORDABLE, ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
 from erstwhile.eventstore.keys import WRAPPED_KEY, KeyRing, new_key
 from erstwhile.eventstore.mapper import DECODE_ERRORS, PydanticMapper, why_undecodable
@@ -162,6 +162,19 @@ def _start_after(tip: LogTip, now: datetime) -> datetime:
         ) from None
 
 
+def _check_clock(now: datetime, count: int) -> None:
+    """Refuse an append of ``count`` events when the clock reads so close to the
+    calendar's end that they would be recorded after :data:`LAST_RECORDABLE`: the log
+    could not grow after them (not even by the hard forget that erases a memory), and
+    an import refuses such a log. The calendar's last second stays for the writes that
+    follow a write near it, which the log's own order pushes past the clock."""
+    if count and now > LAST_RECORDABLE - (count - 1) * ONE_MICROSECOND:
+        raise ValidationError(
+            f"clock() reads {now.isoformat()}: too close to the calendar's end to record "
+            f"{count} event(s) and leave room for later writes; nothing was stored"
+        )
+
+
 ERASED_FINGERPRINT = "erased"
 """The fingerprint of an idempotency claim whose memory was hard-forgotten."""
 UNKNOWN_FINGERPRINT = "unknown"
@@ -266,9 +279,11 @@ class EventLog:
             # The clock is read here, holding the write lock: a write that waited for
             # the lock is stamped when it got it, not when it asked (a reader between
             # the two would otherwise see, later, a past it was never shown).
-            start = _start_after(tip, clock())
+            now = clock()
+            start = _start_after(tip, now)
             keys: dict[UUID, bytes] = {}
             built = build(start)
+            _check_clock(now, len(built))
             events = self._stamp(built, tip, start, actor, namespace, keys)
             if not events:
                 return AppendResult()

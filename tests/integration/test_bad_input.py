@@ -220,6 +220,27 @@ def test_open_refuses_arguments_of_the_wrong_type_before_making_a_store(
     assert not store_made(store_url)
 
 
+def test_a_clock_at_the_calendars_end_is_refused_and_leaves_room_for_later_writes(
+    seeded: tuple[Ledger, Any, Any], open_ledger: OpenLedger
+) -> None:
+    """A clock reading the calendar's last second recorded a write there, after which
+    nothing (not even a hard forget) could follow it, and a batch's stamps overflowed
+    with a bare OverflowError. Now such a reading is refused, nothing stored; a write
+    just before it leaves the log room to go on."""
+    ledger, mine, _ = seeded
+    end = datetime.max.replace(tzinfo=UTC)
+    at_end = open_ledger(namespace="acme", clock=lambda: end)
+    assert_refused(ledger, lambda: at_end.remember("one"), ValidationError, "calendar's end")
+    assert_refused(ledger, lambda: at_end.remember_many([{"content": "a"}, {"content": "b"}]),
+                   ValidationError, "calendar's end")  # fmt: skip
+    assert_refused(ledger, lambda: at_end.archive(mine.id), ValidationError, "calendar's end")
+    near = open_ledger(namespace="acme", clock=lambda: end - timedelta(seconds=2))
+    made = near.remember_many([{"content": "a"}, {"content": "b"}])
+    later = near.remember("after it, in the second kept for later writes")
+    near.forget(made[0].id, hard=True)
+    assert made[0].recorded_at < later.recorded_at < end
+
+
 def test_events_refuses_bad_arguments_at_the_call(seeded: tuple[Ledger, Any, Any]) -> None:
     """Not only once the stream is read: a stream kept for later fails where it was made."""
     ledger, _, _ = seeded
