@@ -99,7 +99,9 @@ def _sqlite(rest: str) -> Backend:
     from erstwhile.eventstore.sqlite import SQLiteBackend
 
     path = _file_of(rest)
-    if not path or path == ":memory:":
+    if not path:
+        raise StoreUnavailable("the SQLite URL names no file: give a path (sqlite:///ledger.db)")
+    if path == ":memory:":
         raise StoreUnavailable("an in-memory SQLite ledger is not supported: give a file path")
     parent = Path(path).expanduser().resolve().parent
     if not parent.is_dir():

@@ -353,6 +353,21 @@ def test_a_sqlite_url_with_parameters_is_refused(
         assert ledger.url == f"sqlite:///{tmp_path}/what?.db"
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [("", "names no file"), ("sqlite://", "names no file"), ("sqlite:///", "names no file"),
+     ("sqlite:///:memory:", "in-memory SQLite ledger is not supported")],
+)  # fmt: skip
+def test_a_sqlite_url_without_a_file_says_which_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, message: str
+) -> None:
+    """An empty URL was told it asked for an in-memory ledger."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreUnavailable, match=message):
+        Ledger.open(url)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_closed_ledger_says_so(store_url: str) -> None:
     ledger = Ledger.open(store_url)
     memory = ledger.remember("written before closing")
