@@ -225,9 +225,19 @@ class WriteCommands(LedgerCore):
             raise NotFound(f"memory {target.id} was forgotten")
         if target.state is State.ARCHIVED:
             return target.memory
-        self._append_one(
-            Archived(originator_id=target.id, originator_version=target.version + 1, reason=reason)
-        )
+        try:
+            self._append_one(
+                Archived(
+                    originator_id=target.id, originator_version=target.version + 1, reason=reason
+                )
+            )
+        except ConcurrencyConflict:
+            # Another process archived it meanwhile: what it did is what was asked, as
+            # when the two come one after the other.
+            now = self._state(memory_id)
+            if now.memory is None or now.state is not State.ARCHIVED:
+                raise
+            return now.memory
         return self.get(target.id)
 
     def forget(

@@ -317,6 +317,26 @@ def test_archive_retires_from_now_but_keeps_the_window(ledger: Ledger) -> None:
     assert refused.value.reason == "not_current"
 
 
+def test_an_archive_that_loses_a_race_to_another_archive_returns_the_archived_memory(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Archiving an archived memory changes nothing and returns it; so does an archive
+    that read the memory current just before another process archived it (it raised
+    ``ConcurrencyConflict``, while a forget that loses such a race returned)."""
+    mine, other = open_ledger(), open_ledger()
+    memory = supabase(mine)
+    append = mine._append_one
+
+    def after_the_other(*args: Any, **kwargs: Any) -> int:
+        other.archive(memory.id, reason="the other process")  # type: ignore[attr-defined]
+        return append(*args, **kwargs)
+
+    monkeypatch.setattr(mine, "_append_one", after_the_other)
+    archived = mine.archive(memory.id, reason="mine")  # type: ignore[attr-defined]
+    assert archived.state is State.ARCHIVED and archived == other.get(memory.id)  # type: ignore[attr-defined]
+    assert [e.type for e in mine.events(memory_id=memory.id)] == ["Asserted", "Archived"]  # type: ignore[attr-defined]
+
+
 def test_a_superseded_memory_can_be_archived(ledger: Ledger) -> None:
     old = supabase(ledger)
     ledger.revise(old.id, "AWS", value="AWS", at=JUL)  # type: ignore[attr-defined]
