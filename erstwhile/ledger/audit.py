@@ -13,7 +13,7 @@ from uuid import UUID
 import orjson
 import pydantic
 
-from erstwhile.domain.errors import ValidationError
+from erstwhile.domain.errors import ValidationError, brief
 from erstwhile.domain.events import LEDGER_EVENTS, Asserted, LedgerEvent
 from erstwhile.domain.lifecycle import LogCheck
 from erstwhile.domain.memory import Memory, exact_json
@@ -261,14 +261,20 @@ def _restored(line: dict[str, Any]) -> Restored:
         data | {"originator_id": line["memory_id"], "originator_version": line["version"]}
     )
     fingerprint = line.get("fingerprint")
+    if fingerprint is not None and not isinstance(fingerprint, str):
+        raise ValueError(f"fingerprint must be text, got {brief(fingerprint)}")
     position = line["position"]
     if isinstance(position, bool) or not isinstance(position, int):
-        raise ValueError(f"position must be an integer, got {position!r}")
+        raise ValueError(f"position must be an integer, got {brief(position)}")
+    # The stored event's own schema, for the record: its data comes decoded, upcast.
+    schema = line.get("schema_version", 1)
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+        raise ValueError(f"schema_version must be an integer from 1, got {brief(schema)}")
     return Restored(
         position=position, recorded_at=to_utc(line["recorded_at"], "recorded_at"),
         actor=_name(line["actor"], "actor"), namespace=_name(line["namespace"], "namespace"),
         event=event,
-        fingerprint=None if fingerprint is None else str(fingerprint),
+        fingerprint=fingerprint,
     )  # fmt: skip
 
 

@@ -251,6 +251,12 @@ CASES: dict[str, Case] = {
         appended(s, event("ProposalRejected", str(proposal_id(UUID(GHOST), UUID(s.ids["aws"]))),
                           1, older_id=GHOST, newer_id=s.ids["aws"], reason=None)),
         END, "no earlier line asserts"),
+    "a fingerprint that is not text": lambda s: (
+        edited(s, "Asserted", "typo", lambda line: line.update(fingerprint=5)),
+        s.at("Asserted", "typo") + 1, "fingerprint must be text, got 5"),
+    "a schema version that is no version": lambda s: (
+        edited(s, "Asserted", "supabase", lambda line: line.update(schema_version="2")),
+        s.at("Asserted", "supabase") + 1, "schema_version must be an integer from 1"),
     "an idempotency key longer than remember takes": lambda s: (
         appended(s, fresh_claim(s, idempotency_key="é" * 513)), END,
         "idempotency_key is longer than 1024 bytes"),
