@@ -118,7 +118,7 @@ class WriteCommands(LedgerCore):
                 )
         if not items:
             return []
-        plans, places = _first_of_each_key([WritePlan.parse(item) for item in items])
+        plans, places = _first_of_each_key(_parsed(items))
         written = self._remember_plans(plans)
         return [written[place] for place in places]
 
@@ -433,6 +433,19 @@ class WriteCommands(LedgerCore):
                 )
         self.runner.catch_up()
         return [self.get(by_key[p.idempotency_key or ""].memory_id) for p in plans]
+
+
+def _parsed(items: list[Mapping[str, Any]]) -> list[WritePlan]:
+    """Parse a batch's items; in a batch of several, a refusal names its item."""
+    if len(items) == 1:
+        return [WritePlan.parse(items[0])]
+    plans = []
+    for place, item in enumerate(items):
+        try:
+            plans.append(WritePlan.parse(item))
+        except (ValidationError, NotFound) as error:
+            raise type(error)(f"item {place}: {error}") from None
+    return plans
 
 
 def _first_of_each_key(plans: list[WritePlan]) -> tuple[list[WritePlan], list[int]]:

@@ -70,7 +70,10 @@ def test_remember_refuses_bad_input(
     content = fields.pop("content")
     assert_refused(ledger, lambda: ledger.remember(content, **fields), ValidationError, message)
     assert_refused(
-        ledger, lambda: ledger.remember_many([{"content": "ok"}, arguments]), ValidationError
+        ledger,
+        lambda: ledger.remember_many([{"content": "ok"}, arguments]),
+        ValidationError,
+        f"^item 1: .*{message}",
     )
 
 
