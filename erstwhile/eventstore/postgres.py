@@ -56,11 +56,15 @@ BEGIN_READ = ("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",)
 OLDER_SNAPSHOTS = (
     "SELECT pid, application_name FROM pg_stat_activity "
     "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-    "AND backend_xmin IS NOT NULL AND backend_type <> 'autovacuum worker' "
+    "AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) "
+    "AND backend_type <> 'autovacuum worker' "
     "AND xact_start < %s ORDER BY xact_start LIMIT 1"
 )
 """Another session of this database whose transaction began before the given instant
-and holds a snapshot (``backend_xmin``): what it can see, VACUUM cannot remove."""
+and holds a snapshot (``backend_xmin``) or a transaction id (``backend_xid``: a session
+idle in a transaction that wrote, between two READ COMMITTED statements, has no
+snapshot, yet holds back what VACUUM may remove just the same): what it can see,
+VACUUM cannot remove."""
 SNAPSHOT_POLL_SECONDS = 0.05
 
 

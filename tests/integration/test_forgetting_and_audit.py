@@ -376,6 +376,31 @@ def test_a_hard_forget_says_when_an_older_snapshot_keeps_it_from_scrubbing(
     assert [e.type for e in ledger.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
+@pytest.mark.postgres
+def test_a_hard_forget_waits_for_a_transaction_that_wrote_but_holds_no_snapshot(
+    postgres_url: str, clock: ManualClock
+) -> None:
+    """A session idle in a READ COMMITTED transaction that wrote anything (here, in
+    another schema) holds no snapshot between its statements, but its transaction id
+    still keeps VACUUM from removing the erased rows, and VACUUM FULL copied them, key
+    bytes included, while the forget reported success. The scrub waits for it too, and
+    says so when it does not end."""
+    url = postgres_url.replace("?schema=", "?scrub=full&schema=")
+    with Ledger.open(url, namespace="acme", clock=clock) as ledger:
+        ledger.log.backend.scrub_wait_seconds = 0.3  # type: ignore[attr-defined]
+        secret, needles = forgettable(url, ledger)
+        plain = urlsplit(url)._replace(query="").geturl()
+        with psycopg.connect(plain) as holder:  # READ COMMITTED, not autocommit
+            holder.execute("CREATE TEMPORARY TABLE held (n int)")
+            holder.execute("INSERT INTO held VALUES (1)")
+            with pytest.raises(StoreUnavailable, match="not scrubbed yet"):
+                ledger.forget(secret.id, hard=True)
+            assert tuples_holding(url, needles) != []
+            holder.rollback()
+        ledger.forget(secret.id, hard=True)
+        assert tuples_holding(url, needles) == []
+
+
 def test_verify_checks_a_row_stored_before_the_first_position(store_url: str) -> None:
     """The triggers refuse UPDATE and DELETE, not INSERT: a row forged at position 0
     (or below) shows in the audit stream, and the check began after position 0."""
