@@ -152,6 +152,16 @@ class LogCheck:
                 f"{event.originator_version}"
             )
         check_claim(event)
+        if event.observed_position is not None and event.observed_position >= self.position:
+            raise Impossible(
+                f"observed_position {event.observed_position} is not before the memory's own "
+                f"position {self.position} (a writer reads what the log held before its write)"
+            )
+        named = set()
+        for older in event.supersedes:
+            if older in named:
+                raise Impossible(f"supersedes names memory {older} twice")
+            named.add(older)
         start, end = to_micros(event.valid_from), end_to_micros(event.valid_until)
         life = Life(line, namespace, event.kind, start, end, erased=event.erased)
         self._links(life, memory_id, event.supersedes)

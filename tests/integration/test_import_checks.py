@@ -251,6 +251,13 @@ CASES: dict[str, Case] = {
         appended(s, event("ProposalRejected", str(proposal_id(UUID(GHOST), UUID(s.ids["aws"]))),
                           1, older_id=GHOST, newer_id=s.ids["aws"], reason=None)),
         END, "no earlier line asserts"),
+    "an observed position at or past the memory's own": lambda s: (
+        appended(s, fresh_claim(s, observed_position=s.lines[-1]["position"] + 1)), END,
+        "observed_position .* is not before the memory's own position"),
+    "supersedes naming one memory twice": lambda s: (
+        edited(s, "Asserted", "aws",
+               lambda line: line["data"].update(supersedes=line["data"]["supersedes"] * 2)),
+        s.at("Asserted", "aws") + 1, "supersedes names memory .* twice"),
     "a fingerprint that is not text": lambda s: (
         edited(s, "Asserted", "typo", lambda line: line.update(fingerprint=5)),
         s.at("Asserted", "typo") + 1, "fingerprint must be text, got 5"),
