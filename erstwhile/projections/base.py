@@ -282,17 +282,17 @@ class ProjectionRunner:
         A batch ends where an append ended (past ``batch`` events if an append runs on):
         readers never see part of one append, as its writer promised them. A rebuild
         passes ``until``: its build must not fold past the live projections it reads,
-        or the proposals it folds there find no candidates (positions are consecutive,
-        so the limit is a count)."""
+        or the proposals it folds there find no candidates. (``until`` bounds the
+        positions read, not their count: a log imported from one namespace's export
+        keeps its positions, gaps and all.)"""
         tracked = self.tracked_positions(sql)
         start = min(tracked.values(), default=0)
-        limit = self.batch if until is None else min(self.batch, until - start)
-        if limit <= 0:
+        if until is not None and until <= start:
             return start
-        records = self.log.read(sql, EventFilter(after=start), limit=limit)
+        records = self.log.read(sql, EventFilter(after=start, until=until), limit=self.batch)
         if not records:
             return start
-        if len(records) == limit:
+        if len(records) == self.batch and (until is None or records[-1].position < until):
             records += self.log.rest_of_append(sql, records[-1])
         decoded = self.log.decode_many(sql, records)
         return self._fold(sql, list(zip(records, decoded, strict=True)), tracked)

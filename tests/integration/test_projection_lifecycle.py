@@ -3,6 +3,7 @@ version bumps, a follower process, and crash safety under SIGKILL, on both backe
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import re
@@ -565,16 +566,41 @@ def test_a_retried_swap_catches_the_others_up_again(
     assert [(p.older_id, p.newer_id) for p in reader.proposals()] == [(older.id, newer.id)]
 
 
+def gapped(tmp_path: Path, reader: Ledger, count: int) -> None:
+    """Seed ``reader``'s empty store by importing one namespace's export of a store
+    that wrote two in turns: its positions keep gaps (1, 3, 5, ...)."""
+    with Ledger.open(tmp_path / "source.db", namespace="acme") as acme, \
+            Ledger.open(tmp_path / "source.db", namespace="other") as other:  # fmt: skip
+        for n in range(count):
+            acme.remember(f"fact {n}", subject=f"widget {n}", attribute="colour", value=n)
+            other.remember(f"other {n}", subject=f"widget {n}", attribute="colour", value=n)
+        exported = io.BytesIO()
+        acme.export(exported)
+    reader.import_events(exported.getvalue().splitlines())
+    assert [e.position for e in reader.events()][:3] == [1, 3, 5]
+
+
+@pytest.mark.parametrize("gaps", [False, True], ids=["consecutive", "gapped"])
 @pytest.mark.parametrize("rebuilt", ["proposals", "memories", "memory_versions"])
 def test_a_build_folds_no_further_than_the_projections_it_reads(
-    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, rebuilt: str
+    open_ledger: OpenLedger,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    rebuilt: str,
+    gaps: bool,
 ) -> None:
     """A writer that does not fold appends just after the others were caught up: the
     build's batch stops where they stopped, and the swap folds the rest (them first),
-    so the new pair's proposal is found as a full rebuild finds it."""
+    so the new pair's proposal is found as a full rebuild finds it. In a log whose
+    positions have gaps too (imported from one namespace's export): the build once
+    took the distance between two positions for a count of events, folded past the
+    others, and lost the proposal."""
     writer = open_ledger(namespace="acme", sync_projections=False)
     reader = open_ledger(namespace="acme")
-    seed(reader, 20)
+    if gaps:
+        gapped(tmp_path, reader, 20)
+    else:
+        seed(reader, 20)
     catch_up, written = ProjectionRunner.catch_up, []
 
     def then_a_write(self: ProjectionRunner, until: int | None = None, **kwargs: Any) -> int:
