@@ -57,6 +57,17 @@ def seal(state: dict[str, Any], memory_id: UUID, key: bytes) -> dict[str, Any]:
     return state
 
 
+def seal_opens(payload: bytes, memory_id: UUID, key: bytes) -> bool:
+    """Whether the seal of a stored event's payload opens with ``key`` (AES-GCM checks
+    its tag: a changed key, or another memory's, does not open it)."""
+    try:
+        sealed = orjson.loads(payload)["sealed"]
+        _decrypt(key, binascii.a2b_base64(sealed), memory_id.bytes)
+    except (InvalidTag, binascii.Error, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
 def unseal(state: dict[str, Any], memory_id: UUID, key: bytes | None) -> dict[str, Any]:
     """Put the sensitive fields back; with no key (erased), mark the state ``erased``."""
     sealed = state.pop("sealed")
@@ -149,6 +160,30 @@ class KeyRing:
                 f"SELECT memory_id FROM erstwhile_keys WHERE memory_id IN ({marks(chunk)})", chunk
             )
             found.update(str(row["memory_id"]) for row in sql.fetchall())
+        return found
+
+    def checkable(self, sql: Sql, memory_ids: Iterable[str]) -> dict[str, bytes | None]:
+        """The keys these memories (ids as text) still have, for checking their seals:
+        each unwrapped; ``None`` where it cannot be checked (wrapped, and this ring has no
+        master key); ``b""`` where it does not unwrap under this ring's master key."""
+        found: dict[str, bytes | None] = {}
+        for chunk in in_lists(sorted(set(memory_ids))):
+            sql.execute(
+                "SELECT memory_id, key_bytes, wrapped FROM erstwhile_keys "
+                f"WHERE memory_id IN ({marks(chunk)})",
+                chunk,
+            )
+            for row in sql.fetchall():
+                memory_id, stored = str(row["memory_id"]), bytes(row["key_bytes"])
+                if not row["wrapped"]:
+                    found[memory_id] = stored
+                elif self.master_key is None:
+                    found[memory_id] = None
+                else:
+                    try:
+                        found[memory_id] = _decrypt(self.master_key, stored, UUID(memory_id).bytes)
+                    except (InvalidTag, ValueError):
+                        found[memory_id] = b""
         return found
 
     def exists(self, sql: Sql, memory_id: UUID) -> bool:

@@ -24,7 +24,7 @@ from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
 from erstwhile.domain.memory import LOG_POSITIONS
 from erstwhile.domain.time import LAST_RECORDABLE, ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
-from erstwhile.eventstore.keys import WRAPPED_KEY, KeyRing, new_key
+from erstwhile.eventstore.keys import WRAPPED_KEY, KeyRing, new_key, seal_opens
 from erstwhile.eventstore.mapper import DECODE_ERRORS, PydanticMapper, why_undecodable
 from erstwhile.eventstore.records import (
     GENESIS_HASH,
@@ -193,6 +193,12 @@ class Verified(NamedTuple):
 BROKEN_HASH = "its stored hash is not the one its content and the event before it give"
 BROKEN_ROW = "its row holds what the ledger never writes"
 KEY_GONE = "its memory's key is gone, but no event forgets the memory for good (hard)"
+KEY_CHANGED = (
+    "its memory's key does not open its sealed content (the key was changed, or is "
+    "another memory's; or a master key other than the store's unwrapped it)"
+)
+_NO_KEY = b"\x00missing"
+"""Marks a memory without a key among the keys :meth:`EventLog.verify` found."""
 
 
 def _sealed(record: RecordedEvent) -> bool:
@@ -498,10 +504,15 @@ class EventLog:
         import of one namespace keeps its events' positions.) With the chain intact, a
         memory whose sealed content has lost its key without a hard ``Forgotten`` in the
         log is a break at its ``Asserted`` (unless ``keys`` is False): deleting a key
-        row erases a memory as a hard forget does, but leaves no proof of it in the log."""
+        row erases a memory as a hard forget does, but leaves no proof of it in the log.
+        So is a key that no longer opens its memory's seal (changed, or swapped with
+        another memory's), which leaves the log unreadable from there: checked wherever
+        the key can be read (a wrapped key needs the master key)."""
         previous, checked, after = GENESIS_HASH, 0, None
         keyless: dict[str, int] = {}
         """Memories whose key is gone, and no hard forget seen yet: their Asserted."""
+        unopened: dict[str, int] = {}
+        """Memories whose key does not open their seal: their Asserted."""
         while True:
             with translated_errors(), self.backend.read() as sql:
                 rows = self._rows(sql, EventFilter(after=after), limit=batch)
@@ -523,16 +534,22 @@ class EventLog:
                     records.append(record)
                     previous, after = record.hash, record.position
                 sealed = {r.position: r.memory_key for r in records if keys and _sealed(r)}
-                present = self.keyring.present(sql, sealed.values())
+                found = self.keyring.checkable(sql, sealed.values())
             for record in records:
-                if record.position in sealed and record.memory_key not in present:
-                    keyless[record.memory_key] = record.position
+                if record.position in sealed:
+                    key = found.get(record.memory_key, _NO_KEY)
+                    if key is _NO_KEY:
+                        keyless[record.memory_key] = record.position
+                    elif key is not None and not seal_opens(record.payload, record.memory_id, key):
+                        unopened[record.memory_key] = record.position
                 elif record.type == "Forgotten" and _hard(record):
                     keyless.pop(record.memory_key, None)
             if len(rows) < batch:
                 break
-        if keyless:
-            return Verified(checked, min(keyless.values()), KEY_GONE)
+        breaks = [(at, KEY_GONE) for at in keyless.values()]
+        breaks += [(at, KEY_CHANGED) for at in unopened.values()]
+        if breaks:
+            return Verified(checked, *min(breaks))
         return Verified(checked, None, None)
 
     def restore(

@@ -435,6 +435,50 @@ def test_verify_finds_a_key_deleted_without_a_hard_forget(store_url: str) -> Non
         assert report.reason is not None and "no event forgets" in report.reason
 
 
+def test_verify_finds_a_key_that_no_longer_opens_its_memory(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key changed (one byte) or swapped with another memory's leaves the log
+    unreadable from its memory's Asserted on (events, export, rebuild all fail there),
+    yet verify passed. A wrapped key is checked where the master key unwraps it."""
+
+    def keys(ledger: Ledger) -> dict[str, bytes]:
+        with ledger.log.backend.read() as sql:
+            sql.execute("SELECT memory_id, key_bytes FROM erstwhile_keys")
+            return {str(row["memory_id"]): bytes(row["key_bytes"]) for row in sql.fetchall()}
+
+    def set_key(ledger: Ledger, memory_id: Any, key: bytes) -> None:
+        with ledger.log.backend.write() as sql:
+            sql.execute("UPDATE erstwhile_keys SET key_bytes = ? WHERE memory_id = ?",
+                        [key, str(memory_id)])  # fmt: skip
+
+    for master in (None, new_master_key()):
+        if master is not None:
+            monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+        url = store_url if master is None else store_url.replace("schema=", "schema=w")
+        if url.startswith("sqlite:///"):
+            url = url.replace(".db", "-wrapped.db") if master else url
+        with Ledger.open(url, namespace="acme", actor="alice") as ledger:
+            first = ledger.remember("The team uses Supabase", subject="team")
+            second = ledger.remember("The team moved to AWS", subject="team")
+            assert ledger.verify().ok
+            stored = keys(ledger)
+            flipped = bytes([stored[str(second.id)][0] ^ 1]) + stored[str(second.id)][1:]
+            set_key(ledger, second.id, flipped)
+            report = ledger.verify()
+            assert (report.ok, report.first_break) == (False, second.position)
+            assert report.reason is not None and "does not open" in report.reason
+            set_key(ledger, second.id, stored[str(first.id)])  # another memory's key
+            assert ledger.verify().first_break == second.position
+            set_key(ledger, second.id, stored[str(second.id)])
+            assert ledger.verify().ok
+            if master is not None:  # without the master key, a wrapped key is not read
+                set_key(ledger, second.id, flipped)
+                monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+                with Ledger.open(url, namespace="acme") as auditor:
+                    assert auditor.verify().ok
+
+
 def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path) -> None:
     """A chain cannot prove its own tail, but the projections say how far they applied
     the log; the next write, which found its own events folded already, failed with a
