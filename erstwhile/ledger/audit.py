@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -152,11 +153,15 @@ class ReplayLedger(Queries, Curation, Audit):
     def __init__(self, log: EventLog, *, folder: Path, **options: Any) -> None:
         super().__init__(log, **options)
         self.folder = folder
+        # The scratch store holds the prefix's ciphertext and today's keys: a replay
+        # never closed must not outlive its process (nor its last reference) on disk,
+        # or a memory hard-forgotten later stays readable there.
+        self._delete = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
 
     def close(self) -> None:
         """Release the scratch store and delete it."""
         super().close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._delete()
 
     def accept(self, proposal_id: UUID | str) -> Memory:
         """Refused: a replay is read-only."""

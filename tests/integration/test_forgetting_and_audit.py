@@ -4,6 +4,7 @@ replay, export and import, on both backends."""
 from __future__ import annotations
 
 import base64
+import gc
 import io
 import json
 import os
@@ -1180,6 +1181,34 @@ def test_replay_before_a_hard_forget_shows_nothing_of_the_memory(
         assert past.search("secret alpha") == []
         assert [m.id for m in past.chain(kept.id)] == [kept.id]
         assert past.get(kept.id).content == "The plan is called beta"
+
+
+UNCLOSED_REPLAY = """
+import sys
+from erstwhile import Ledger
+ledger = Ledger.open(sys.argv[1], namespace="acme")
+past = ledger.replay()
+print(past.folder, flush=True)
+"""
+
+
+def test_a_replay_never_closed_leaves_no_scratch_store(tmp_path: Path) -> None:
+    """A replay's scratch store holds ciphertext and today's keys: one dropped without
+    ``close`` (or left open when its process exits) stayed on disk, where a memory
+    hard-forgotten later could still be read."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path, namespace="acme") as ledger:
+        ledger.remember("Project alpha is secret", subject="project")
+        past = ledger.replay()
+        folder = past.folder
+        assert (folder / "replay.db").exists()
+        del past
+        gc.collect()
+        assert not folder.exists()
+    exited = subprocess.run([sys.executable, "-c", UNCLOSED_REPLAY, str(path)],
+                            capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    left = Path(exited.stdout.strip())
+    assert left.name.startswith("erstwhile-replay-") and not left.exists()
 
 
 def test_a_replay_before_a_hard_forget_leaves_it_out_of_links_and_proposals(
