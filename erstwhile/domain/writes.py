@@ -97,8 +97,7 @@ class WritePlan:
     def matches(self, stored: str) -> bool:
         """Whether a claim's stored fingerprint is this request's (as digested now, or
         as it was digested before whole numbers were spelled one way)."""
-        return stored == self.fingerprint or (bool(self.earlier_fingerprint)
-                                              and stored == self.earlier_fingerprint)  # fmt: skip
+        return bool(stored) and stored in (self.fingerprint, self.earlier_fingerprint)
 
     def claim_view(self, start: datetime) -> ClaimView:
         """This request's claim as the bar sees it, opening at ``start`` if undated."""
