@@ -450,6 +450,12 @@ class EventLog:
             if len(following) < page:
                 return rest
 
+    def count(self, sql: Sql, selection: EventFilter) -> int:
+        """How many events the selection holds, inside an open transaction."""
+        condition, params = selection.where(self.table)
+        sql.execute(f"SELECT count(*) AS events FROM {self.table} WHERE {condition}", params)
+        return int(sql.fetchone()["events"])
+
     def _rows(self, sql: Sql, selection: EventFilter, limit: int | None) -> list[Any]:
         """The stored rows of the selected events, in log order."""
         condition, params = selection.where(self.table)

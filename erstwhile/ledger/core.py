@@ -289,15 +289,15 @@ class LedgerCore:
                 wait(poll)
 
     def projection_status(self) -> list[ProjectionStatus]:
-        """Each projection's schema version, tracked position and lag behind the head."""
+        """Each projection's schema version, tracked position and lag behind the head
+        (the events it has yet to apply)."""
         versions = self.runner.versions()
-        positions = self.runner.positions()
-        head = self.head()
         return [
-            ProjectionStatus(name=p.name, version=versions.get(p.name, p.version),
-                             position=positions[p.name], head=head,
-                             lag=head - positions[p.name])
-            for p in self.runner.projections
+            ProjectionStatus(name=name, version=versions.get(name, version), position=position,
+                             head=head, lag=lag)
+            for (name, position, head, lag), version in zip(
+                self.runner.status(), (p.version for p in self.runner.projections), strict=True
+            )
         ]  # fmt: skip
 
     def _has_key(self, memory_id: UUID) -> bool:

@@ -194,10 +194,19 @@ class ProjectionRunner:
         with translated_errors(), self.backend.read() as sql:
             return self._recorded_versions(sql)
 
-    def positions(self) -> dict[str, int]:
-        """Return each projection's tracked position."""
+    def status(self) -> list[tuple[str, int, int, int]]:
+        """Each projection's name, tracked position, the log's head and how many events
+        it has yet to apply, from one snapshot. The events are counted, not inferred
+        from positions: a log imported from one namespace's export keeps its positions'
+        gaps."""
         with translated_errors(), self.backend.read() as sql:
-            return self.tracked_positions(sql)
+            head = self.log.tip(sql).position
+            tracked = self.tracked_positions(sql)
+            behind = {
+                position: self.log.count(sql, EventFilter(after=position, until=head))
+                for position in set(tracked.values())
+            }
+        return [(p.name, tracked[p.name], head, behind[tracked[p.name]]) for p in self.projections]
 
     def lag(self) -> tuple[int, int]:
         """Return the lowest tracked position and the head of the log, from one snapshot."""

@@ -580,6 +580,24 @@ def gapped(tmp_path: Path, reader: Ledger, count: int) -> None:
     assert [e.position for e in reader.events()][:3] == [1, 3, 5]
 
 
+def test_the_lag_counts_events_in_a_log_with_gaps(open_ledger: OpenLedger, tmp_path: Path) -> None:
+    """A log imported from one namespace's export keeps its positions' gaps: the lag is
+    the events a projection has yet to apply, not the distance between positions."""
+    reader = open_ledger(namespace="acme")
+    gapped(tmp_path, reader, 5)
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    writer.remember("one more, not folded", subject="widget 9")
+    status = writer.projection_status()
+    assert {s.lag for s in status} == {1} and {s.head - s.position for s in status} == {1}
+    head = status[0].head
+    backend = writer.log.backend
+    with backend.write() as sql:  # every projection back to the log's start
+        sql.execute(f"UPDATE {backend.tracking_table} SET notification_id = 0 WHERE "
+                    "application_name IN ('memories', 'memory_versions', 'proposals', "
+                    "'search')")  # fmt: skip
+    assert {s.lag for s in writer.projection_status()} == {6} and head == 10
+
+
 @pytest.mark.parametrize("gaps", [False, True], ids=["consecutive", "gapped"])
 @pytest.mark.parametrize("rebuilt", ["proposals", "memories", "memory_versions"])
 def test_a_build_folds_no_further_than_the_projections_it_reads(
