@@ -27,6 +27,7 @@ from eventsourcing.postgres import (
 from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Composed, Identifier
+from psycopg_pool import PoolTimeout
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.eventstore.backend import DRIVER_ERRORS, TAGGED, Backend, Sql
@@ -446,7 +447,18 @@ class PostgresBackend(Backend):
                     sql.end_pipeline()
                 with suppress(psycopg.Error):
                     connection.rollback()
+                if connection.broken:
+                    self._drop_lost_connections()
                 raise
+
+    def _drop_lost_connections(self) -> None:
+        """After a connection was found lost (the server restarted, or ended the
+        session), check the pool's idle ones at once: a server that ended one has
+        usually ended them all, and each would otherwise fail the next call that takes
+        it, one call after another. (Checking every connection as it is taken would
+        cost each call a round trip.)"""
+        with suppress(psycopg.Error, PoolTimeout):
+            self.datastore.pool.check()
 
     def scrub(self) -> None:
         """VACUUM and ANALYZE the tables a hard forget touched: the vacuum reclaims the

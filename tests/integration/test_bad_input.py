@@ -327,6 +327,37 @@ def test_a_postgresql_url_gives_libpq_its_own_parameters(postgres_url: str) -> N
     assert made == (0,)
 
 
+@pytest.mark.postgres
+def test_sessions_the_server_ended_cost_one_failed_call_not_one_per_connection(
+    postgres_url: str,
+) -> None:
+    """The server ends every session of the ledger (a restart, an administrator): the
+    call that meets the first lost connection fails, and the pool's other idle ones
+    are checked then, so the calls after it succeed. Each lost connection used to fail
+    a call of its own, one after another."""
+    name = f"erstwhile_lost_{uuid4().hex[:8]}"
+    server = urlunsplit(urlsplit(postgres_url)._replace(query=""))
+    with Ledger.open(f"{postgres_url}&application_name={name}", namespace="acme") as ledger:
+        memory = ledger.remember("The team uses Supabase", subject="team")
+        threads = [threading.Thread(target=ledger.head) for _ in range(4)]
+        for thread in threads:  # several connections in the pool, all idle again
+            thread.start()
+        for thread in threads:
+            thread.join()
+        with psycopg.connect(server, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (name,),
+            ).fetchone()
+        assert ended is not None and ended[0] >= 1
+        with pytest.raises(StoreUnavailable):
+            ledger.remember("The team moved to AWS", subject="team")
+        assert ledger.get(memory.id).id == memory.id
+        assert ledger.remember("The team moved to AWS", subject="team").position == 2
+        assert ledger.head() == 2
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
