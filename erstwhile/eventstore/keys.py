@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
@@ -55,6 +55,18 @@ def seal(state: dict[str, Any], memory_id: UUID, key: bytes) -> dict[str, Any]:
     ciphertext = _encrypt(key, orjson.dumps(secret), memory_id.bytes)
     state["sealed"] = binascii.b2a_base64(ciphertext, newline=False).decode()
     return state
+
+
+def _stored(sql: Sql, memory_ids: Iterable[str]) -> Iterator[tuple[str, bytes, int]]:
+    """The stored keys of these memories (ids as text): id, bytes as stored, wrapped."""
+    for chunk in in_lists(sorted(set(memory_ids))):
+        sql.execute(
+            "SELECT memory_id, key_bytes, wrapped FROM erstwhile_keys "
+            f"WHERE memory_id IN ({marks(chunk)})",
+            chunk,
+        )
+        for row in sql.fetchall():
+            yield str(row["memory_id"]), bytes(row["key_bytes"]), row["wrapped"]
 
 
 def seal_opens(payload: bytes, memory_id: UUID, key: bytes) -> bool:
@@ -138,18 +150,10 @@ class KeyRing:
     def fetch_by_text(self, sql: Sql, memory_ids: Iterable[str]) -> dict[str, bytes]:
         """:meth:`fetch` with the ids as text, as the log's records carry them (a batch
         being decoded then turns no id into text and back)."""
-        wanted = sorted(set(memory_ids))
-        found: dict[str, bytes] = {}
-        for chunk in in_lists(wanted):
-            sql.execute(
-                "SELECT memory_id, key_bytes, wrapped FROM erstwhile_keys "
-                f"WHERE memory_id IN ({marks(chunk)})",
-                chunk,
-            )
-            for row in sql.fetchall():
-                memory_id = str(row["memory_id"])
-                found[memory_id] = self._unwrap(memory_id, bytes(row["key_bytes"]), row["wrapped"])
-        return found
+        return {
+            memory_id: self._unwrap(memory_id, stored, wrapped)
+            for memory_id, stored, wrapped in _stored(sql, memory_ids)
+        }
 
     def present(self, sql: Sql, memory_ids: Iterable[str]) -> set[str]:
         """Which of these memories (ids as text) still have a key; nothing is unwrapped,
@@ -167,23 +171,14 @@ class KeyRing:
         each unwrapped; ``None`` where it cannot be checked (wrapped, and this ring has no
         master key); ``b""`` where it does not unwrap under this ring's master key."""
         found: dict[str, bytes | None] = {}
-        for chunk in in_lists(sorted(set(memory_ids))):
-            sql.execute(
-                "SELECT memory_id, key_bytes, wrapped FROM erstwhile_keys "
-                f"WHERE memory_id IN ({marks(chunk)})",
-                chunk,
-            )
-            for row in sql.fetchall():
-                memory_id, stored = str(row["memory_id"]), bytes(row["key_bytes"])
-                if not row["wrapped"]:
-                    found[memory_id] = stored
-                elif self.master_key is None:
-                    found[memory_id] = None
-                else:
-                    try:
-                        found[memory_id] = _decrypt(self.master_key, stored, UUID(memory_id).bytes)
-                    except (InvalidTag, ValueError):
-                        found[memory_id] = b""
+        for memory_id, stored, wrapped in _stored(sql, memory_ids):
+            if wrapped and self.master_key is None:
+                found[memory_id] = None
+                continue
+            try:
+                found[memory_id] = self._unwrap(memory_id, stored, wrapped)
+            except (StoreUnavailable, ValueError):  # a tag that fails, or bytes cut short
+                found[memory_id] = b""
         return found
 
     def exists(self, sql: Sql, memory_id: UUID) -> bool:

@@ -197,8 +197,6 @@ KEY_CHANGED = (
     "its memory's key does not open its sealed content (the key was changed, or is "
     "another memory's; or a master key other than the store's unwrapped it)"
 )
-_NO_KEY = b"\x00missing"
-"""Marks a memory without a key among the keys :meth:`EventLog.verify` found."""
 
 
 def _sealed(record: RecordedEvent) -> bool:
@@ -543,10 +541,11 @@ class EventLog:
                 found = self.keyring.checkable(sql, sealed.values())
             for record in records:
                 if record.position in sealed:
-                    key = found.get(record.memory_key, _NO_KEY)
-                    if key is _NO_KEY:
+                    if record.memory_key not in found:
                         keyless[record.memory_key] = record.position
-                    elif key is not None and not seal_opens(record.payload, record.memory_id, key):
+                        continue
+                    key = found[record.memory_key]  # None: wrapped, no master key to check
+                    if key is not None and not seal_opens(record.payload, record.memory_id, key):
                         unopened[record.memory_key] = record.position
                 elif record.type == "Forgotten" and _hard(record):
                     keyless.pop(record.memory_key, None)

@@ -293,11 +293,9 @@ class LedgerCore:
         (the events it has yet to apply)."""
         versions = self.runner.versions()
         return [
-            ProjectionStatus(name=name, version=versions.get(name, version), position=position,
-                             head=head, lag=lag)
-            for (name, position, head, lag), version in zip(
-                self.runner.status(), (p.version for p in self.runner.projections), strict=True
-            )
+            ProjectionStatus(name=p.name, version=versions.get(p.name, p.version),
+                             position=position, head=head, lag=lag)
+            for p, position, head, lag in self.runner.status()
         ]  # fmt: skip
 
     def _has_key(self, memory_id: UUID) -> bool:

@@ -194,8 +194,8 @@ class ProjectionRunner:
         with translated_errors(), self.backend.read() as sql:
             return self._recorded_versions(sql)
 
-    def status(self) -> list[tuple[str, int, int, int]]:
-        """Each projection's name, tracked position, the log's head and how many events
+    def status(self) -> list[tuple[Projection, int, int, int]]:
+        """Each projection with its tracked position, the log's head and how many events
         it has yet to apply, from one snapshot. The events are counted, not inferred
         from positions: a log imported from one namespace's export keeps its positions'
         gaps."""
@@ -206,7 +206,7 @@ class ProjectionRunner:
                 position: self.log.count(sql, EventFilter(after=position, until=head))
                 for position in set(tracked.values())
             }
-        return [(p.name, tracked[p.name], head, behind[tracked[p.name]]) for p in self.projections]
+        return [(p, tracked[p.name], head, behind[tracked[p.name]]) for p in self.projections]
 
     def lag(self) -> tuple[int, int]:
         """Return the lowest tracked position and the head of the log, from one snapshot."""
