@@ -241,14 +241,19 @@ class LedgerCore:
             self.memories_projection.prefetch(sql, self.namespace, self.actor)
 
     def _fold_in_append(self, sql: Sql, previous_head: int, appended: Folded) -> None:
-        """Fold a write into the projections inside its own transaction when in sync; a
-        hard forget also wipes its memory from a rebuild's tables, in sync or not."""
+        """Fold a write into the projections inside its own transaction when in sync. A
+        hard forget wipes its memory's content from every table that holds it, in this
+        transaction, in sync or not: from the live tables when they do not fold it here,
+        and from a rebuild's."""
         self._folded = self.sync_projections and self.runner.fold_appended(
             sql, previous_head, appended
         )
         for record, event in appended:
             if isinstance(event, Forgotten) and event.hard:
-                self.runner.erase_from_builds(sql, [record.memory_key], record.recorded_micros)
+                erased = [record.memory_key]
+                if not self._folded:
+                    self.runner.erase(sql, erased, record.recorded_micros)
+                self.runner.erase_from_builds(sql, erased, record.recorded_micros)
 
     def _after_append(self, position: int) -> None:
         """Read your own writes: fold the log up to this write before returning (unless

@@ -328,6 +328,15 @@ class ProjectionRunner:
             self.backend.advance_tracking(sql, advanced, last)
         return last
 
+    def erase(self, sql: Sql, memory_ids: Sequence[str], instant: int) -> None:
+        """Inside a hard forget's transaction that does not fold it (a writer that leaves
+        folding to a follower, or projections lagging behind the log), wipe the memories'
+        content from the live tables: the key and every plain-text copy go in the same
+        commit, whenever the ``Forgotten`` event is folded."""
+        for projection in self.projections:
+            for memory_id in memory_ids:
+                projection.erase(sql, memory_id, instant)
+
     def erase_from_builds(self, sql: Sql, memory_ids: Sequence[str], instant: int) -> None:
         """Inside a hard forget's transaction, wipe the memories' content from the shadow
         tables of a rebuild, running in another process or left half-done: what the

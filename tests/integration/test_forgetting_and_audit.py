@@ -140,6 +140,53 @@ def test_a_hard_forget_wipes_the_tables_of_a_rebuild_left_half_done(
         ledger.get(secret.id)
 
 
+def rows_now(url: str, scratch: Path) -> bytes:
+    """The bytes of the rows the store holds now (not its freed pages, nor the WAL's
+    earlier frames, which the scrub after a forget clears): a ``VACUUM INTO`` copy of
+    the SQLite file, or a dump of the PostgreSQL schema."""
+    if not url.startswith("sqlite:///"):
+        return stored_bytes(url)
+    copy = scratch / "rows-now.db"
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        connection.execute("VACUUM INTO ?", (str(copy),))
+    connection.close()
+    return copy.read_bytes()
+
+
+def test_a_hard_forget_left_unfolded_wipes_the_projections_in_its_own_transaction(
+    store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A writer that leaves folding to others (``sync_projections=False``) folds the log
+    up to its forget after the commit. Should it die there, the content must not wait
+    in the projections until some process folds again: the forget's own transaction
+    wipes it, with the key."""
+    remember_secret(open_ledger(namespace="acme"))  # folded: the projections hold it
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    (secret,) = writer.facts("ada")
+    append_one = type(writer)._append_one
+
+    def dies_after_the_commit(ledger: Ledger, *args: Any, **kwargs: Any) -> int:
+        position = append_one(ledger, *args, **kwargs)
+        monkeypatch.setattr(ledger.runner, "catch_up", lambda *a, **k: _die())
+        return position
+
+    def _die() -> None:
+        raise Interrupted
+
+    monkeypatch.setattr(type(writer), "_append_one", dies_after_the_commit)
+    with pytest.raises(Interrupted):
+        writer.forget(secret.id, hard=True)
+    held = rows_now(store_url, tmp_path)
+    assert [name for name, text in SECRETS.items() if text.encode() in held] == []
+    monkeypatch.undo()
+    follower = open_ledger(namespace="acme")  # folds the forget: the same rows as ever
+    with pytest.raises(NotFound):
+        follower.get(secret.id)
+    assert follower.facts("ada") == []
+    assert follower.search("passport") == []
+    assert [e.type for e in follower.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
+
+
 @pytest.mark.parametrize("hard", [True, False])
 def test_a_forget_racing_the_same_forget_is_a_no_op(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, hard: bool
