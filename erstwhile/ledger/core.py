@@ -255,6 +255,13 @@ class LedgerCore:
                     self.runner.erase(sql, erased, record.recorded_micros)
                 self.runner.erase_from_builds(sql, erased, record.recorded_micros)
 
+    def _fold_own_write(self, position: int) -> None:
+        """For a command that returns (or hides) what it changed, fold the log up to its
+        write even when folding is left to a follower (``sync_projections=False``): such
+        a command folded the log before deciding anyway. In sync the write folded itself."""
+        if not self.sync_projections:
+            self.runner.catch_up(until=position)
+
     def _after_append(self, position: int) -> None:
         """Read your own writes: fold the log up to this write before returning (unless
         the append already folded it in its own transaction)."""

@@ -55,12 +55,13 @@ class Curation(LedgerCore):
         )
         # Decided on the newer memory as read and on a proposal nobody rejected: a
         # writer changing either meanwhile makes this a conflict, not a supersession.
-        self._append_one(
+        position = self._append_one(
             Superseded(originator_id=older.id, originator_version=older.version + 1,
                        newer_id=newer.id, at=newer.existing.window.start,
                        proposal_id=UUID(row["id"])),
             expect={newer.id: newer.version, UUID(row["id"]): 0},
         )  # fmt: skip
+        self._fold_own_write(position)
         return self.get(newer.id)
 
     def reject(self, proposal_id: UUID | str, reason: str | None = None) -> None:

@@ -226,7 +226,7 @@ class WriteCommands(LedgerCore):
         if target.state is State.ARCHIVED:
             return target.memory
         try:
-            self._append_one(
+            position = self._append_one(
                 Archived(
                     originator_id=target.id, originator_version=target.version + 1, reason=reason
                 )
@@ -238,6 +238,7 @@ class WriteCommands(LedgerCore):
             if now.memory is None or now.state is not State.ARCHIVED:
                 raise
             return now.memory
+        self._fold_own_write(position)
         return self.get(target.id)
 
     def forget(
@@ -277,10 +278,8 @@ class WriteCommands(LedgerCore):
             if self._forgotten_already(self._state(memory_id), hard):
                 return
             raise
-        if not self.sync_projections:
-            # A forget takes effect in every read at once, and a hard one wipes the
-            # projections' copies of the content now, not when a follower comes by.
-            self.runner.catch_up(until=position)
+        # A forget takes effect in every read at once, whoever folds the log.
+        self._fold_own_write(position)
         if hard:
             self._scrub(target.id)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from erstwhile import Ledger, NotFound, StoreUnavailable
+from erstwhile import Ledger, NotFound, State, StoreUnavailable
 from erstwhile.eventstore.backend import PassingSql
 from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
 from erstwhile.projections import (
@@ -834,6 +834,30 @@ def test_a_forget_takes_effect_at_once_without_a_follower(
         writer.get(memory.id)
     assert writer.search("vault code 4711") == [] and writer.facts("vault") == []
     assert {s.lag for s in writer.projection_status()} == {0}
+
+
+def test_an_archive_or_accept_without_a_follower_returns_the_memory_it_changed(
+    open_ledger: OpenLedger,
+) -> None:
+    """A ledger that leaves folding to a follower returns what its archive and accept
+    did, as ``remember`` and ``revise`` do: the memory archived, the newer memory
+    superseding the older (they returned the memory as it stood before the write)."""
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    older = writer.remember("The team uses Supabase", subject="team", attribute="database",
+                            value="Supabase", valid_from=MAR)  # fmt: skip
+    newer = writer.remember("The team moved to AWS", subject="team", attribute="database",
+                            value="AWS", valid_from=JUL)  # fmt: skip
+    other = writer.remember("The office is in Lisbon", subject="office")
+    archived = writer.archive(other.id)
+    assert archived.state is State.ARCHIVED
+    (proposal,) = writer.proposals()  # a command that reads folds the log first
+    accepted = writer.accept(proposal.id)
+    assert (accepted.id, accepted.supersedes, accepted.state) == (
+        newer.id, [older.id], State.CURRENT
+    )
+    reader = open_ledger(namespace="acme")  # folds everything: the same memories
+    assert reader.get(other.id) == archived
+    assert reader.get(newer.id) == accepted
 
 
 FOLLOWER = """
