@@ -853,7 +853,9 @@ def test_an_archive_or_accept_without_a_follower_returns_the_memory_it_changed(
     (proposal,) = writer.proposals()  # a command that reads folds the log first
     accepted = writer.accept(proposal.id)
     assert (accepted.id, accepted.supersedes, accepted.state) == (
-        newer.id, [older.id], State.CURRENT
+        newer.id,
+        [older.id],
+        State.CURRENT,
     )
     reader = open_ledger(namespace="acme")  # folds everything: the same memories
     assert reader.get(other.id) == archived
