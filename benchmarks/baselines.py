@@ -88,6 +88,10 @@ class RawStore(ABC):
 
     connection: Any
     """The bare driver's connection (sqlite3's or psycopg's), in autocommit."""
+    mark: str
+    """The driver's parameter placeholder."""
+    scrub: str
+    """The statement that clears erased text from the store's files."""
 
     @abstractmethod
     def commit_one(self, row: RawRow) -> None:
@@ -114,6 +118,18 @@ class RawStore(ABC):
         the value over overlapping valid windows."""
         rows = self.connection.execute(CONFLICTING_KEYS.format(OPEN_END)).fetchall()
         return sorted((row[0], row[1]) for row in rows)
+
+    def retire(self, subject: str, attribute: str) -> None:
+        """Close the recorded window of the subject's current row, durably: a plain
+        table's archive (or soft forget)."""
+        statement = RETIRE.format(self.mark, OPEN_END)
+        self.connection.execute(statement, (OPEN_END - 1, subject, attribute))
+
+    def erase(self, subject: str, attribute: str) -> None:
+        """Wipe the text of the subject's current rows, durably, then scrub the files as
+        the store allows: a plain table's hard forget."""
+        self.connection.execute(ERASE.format(self.mark, OPEN_END), (subject, attribute))
+        self.connection.execute(self.scrub)
 
     @abstractmethod
     def load_documents(self, texts: Iterable[str]) -> None:
@@ -149,6 +165,17 @@ CONFLICTING_KEYS = (
 )
 """Keys with two rows known now that disagree over a shared valid window (a self-join
 through the key index)."""
+RETIRE = (
+    "UPDATE raw_facts SET recorded_until = {0} WHERE subject = {0} AND attribute = {0} "
+    "AND valid_until = {1} AND recorded_until = {1}"
+)
+"""Close the recorded window of a subject's current row (``{0}``: the driver's
+placeholder, ``{1}``: the open end)."""
+ERASE = (
+    "UPDATE raw_facts SET content = NULL, value = NULL WHERE subject = {0} "
+    "AND attribute = {0} AND valid_until = {1}"
+)
+"""Wipe the text of a subject's current rows (as ``RETIRE``)."""
 FACTS_LOOKUP = (
     "SELECT value, content FROM raw_facts WHERE subject = {0} AND attribute = {0} "
     "AND valid_from <= {0} AND valid_until > {0} AND recorded_from <= {0} "
@@ -157,12 +184,17 @@ FACTS_LOOKUP = (
 
 
 class RawSQLite(RawStore):
-    """Plain tables in one SQLite file: WAL, ``synchronous=FULL``, autocommit."""
+    """Plain tables in one SQLite file: WAL, ``synchronous=FULL``, ``secure_delete``
+    (as the ledger's store), autocommit."""
+
+    mark = "?"
+    scrub = "PRAGMA wal_checkpoint(TRUNCATE)"
 
     def __init__(self, path: str) -> None:
         self.connection = sqlite3.connect(path, isolation_level=None)
         self.connection.execute("PRAGMA journal_mode=WAL")
         self.connection.execute("PRAGMA synchronous=FULL")
+        self.connection.execute("PRAGMA secure_delete=ON")
         self.connection.execute(LOG_TABLE)
 
     def commit_one(self, row: RawRow) -> None:
@@ -212,6 +244,9 @@ class RawSQLite(RawStore):
 
 class RawPostgres(RawStore):
     """Plain tables in one PostgreSQL schema, through a psycopg autocommit connection."""
+
+    mark = "%s"
+    scrub = "VACUUM raw_facts"
 
     def __init__(self, url: str, schema: str) -> None:
         self.connection = psycopg.connect(url, autocommit=True)

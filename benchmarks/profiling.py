@@ -15,7 +15,14 @@ from typing import Any
 
 from rich.console import Console
 
-from benchmarks.datasets import VERSIONS, claim, questions, subject_count
+from benchmarks.datasets import (
+    VERSIONS,
+    attribute_of,
+    claim,
+    questions,
+    subject_count,
+    subject_name,
+)
 from benchmarks.stores import Scratch, load_ledger
 from benchmarks.writes import fresh_claims
 from erstwhile import Ledger
@@ -84,6 +91,7 @@ def paths(ledger: Ledger, memories: int) -> dict[str, Callable[[], object]]:
     subjects = rng.sample(range(subject_count(memories)), 200)
     asked = questions(50)
     bulk = [c.arguments() for c in fresh_claims(2_000, offset=5_000_000)]
+    retired = [ledger.facts(subject_name(i), attribute_of(i))[-1].id for i in subjects[100:]]
     return {
         "remember x100 (new subjects)": lambda: [
             ledger.remember(**c.arguments()) for c in fresh_claims(100, offset=6_000_000)
@@ -98,6 +106,10 @@ def paths(ledger: Ledger, memories: int) -> dict[str, Callable[[], object]]:
         "search x50": lambda: [ledger.search(q) for q in asked],
         "remember naming an entity x100": lambda: [
             ledger.remember(**claim(i, VERSIONS).arguments(entities=True)) for i in subjects[:100]
+        ],
+        "archive x50": lambda: [ledger.archive(memory_id) for memory_id in retired[:50]],
+        "forget, hard x10": lambda: [
+            ledger.forget(memory_id, hard=True) for memory_id in retired[50:60]
         ],
         "rebuild": ledger.rebuild,
     }

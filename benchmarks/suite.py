@@ -153,9 +153,10 @@ Workload = Callable[[Context], list[Result]]
 def workloads() -> dict[str, Workload]:
     """Return every workload by name, in the order a run performs them.
 
-    ``proposal`` writes into the shared data sets, so it runs after the reads.
+    ``proposal`` and ``forget`` write into the shared data sets, so they run after the
+    reads.
     """
-    from benchmarks import audit, conflicts, lineage, reads, rebuild, search, writes
+    from benchmarks import audit, conflicts, forgetting, lineage, reads, rebuild, search, writes
 
     return {
         "remember": writes.remember_latency,
@@ -166,6 +167,7 @@ def workloads() -> dict[str, Workload]:
         "search": search.search_latency,
         "conflicts": conflicts.conflicts_reports,
         "proposal": writes.proposal_check,
+        "forget": forgetting.forget_latency,
         "rebuild": rebuild.rebuild_rate,
         "audit": audit.audit_rates,
     }
