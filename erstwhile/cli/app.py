@@ -23,7 +23,7 @@ from erstwhile.cli.audit import audit_app
 from erstwhile.cli.context import Settings, settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
 from erstwhile.cli.output import console, dump, memory_table, print_json
-from erstwhile.cli.params import TIME_HELP
+from erstwhile.cli.params import TIME_HELP, flag
 from erstwhile.cli.projections import projections_app
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError
 from erstwhile.ledger import Ledger
@@ -66,7 +66,7 @@ def options(
     actor: Annotated[
         str | None, typer.Option(metavar="NAME", help="Who is writing (default: OS user).")
     ] = None,
-    json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    json: Annotated[bool, flag("--json", "Print JSON instead of tables.")] = False,
 ) -> None:
     """erstwhile: a bi-temporal, event-sourced memory ledger."""
     ctx.obj = Settings(db=db, namespace=namespace, actor=actor, json=json)

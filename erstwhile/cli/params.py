@@ -112,6 +112,12 @@ def given(**options: Any) -> dict[str, Any]:
     }
 
 
+def flag(name: str, help: str) -> Any:
+    """Return a typer option that takes no value. Its help shows no type: typer's would
+    be ``<bool>``, which reads as if the flag took one (``--hard true``)."""
+    return typer.Option(name, metavar="", help=help)
+
+
 def time_option(help: str, parser: Any = parse_time) -> Any:
     """Return a typer option that reads a TIME (with :func:`parse_time`, unless told)."""
     return typer.Option(parser=parser, metavar="TIME", help=f"{help}.")

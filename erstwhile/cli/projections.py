@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from erstwhile.cli.context import open_ledger, settings
 from erstwhile.cli.output import console, dump, errors, print_json, status_table
+from erstwhile.cli.params import flag
 from erstwhile.domain.views import ProjectionStatus
 from erstwhile.projections.base import Progress as ProgressCallback
 
@@ -91,9 +92,7 @@ def run(
             help="Longest wait between looks for new events (PostgreSQL wakes on each commit).",
         ),
     ] = 0.5,
-    once: Annotated[
-        bool, typer.Option("--once", help="Catch up with the log once, then stop.")
-    ] = False,
+    once: Annotated[bool, flag("--once", "Catch up with the log once, then stop.")] = False,
 ) -> None:
     """Keep the projections current for writers that only append, until stopped.
 

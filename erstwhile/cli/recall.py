@@ -19,7 +19,14 @@ from erstwhile.cli.output import (
     show_memory,
     show_when,
 )
-from erstwhile.cli.params import AttributeOpt, KnownAtOpt, SubjectOpt, parse_kind, time_option
+from erstwhile.cli.params import (
+    AttributeOpt,
+    KnownAtOpt,
+    SubjectOpt,
+    flag,
+    parse_kind,
+    time_option,
+)
 from erstwhile.domain.memory import Kind
 
 
@@ -37,7 +44,7 @@ def search(
     known_at: KnownAtOpt = None,
     history: Annotated[
         bool,
-        typer.Option("--history", help="Also find superseded and archived memories, a tier below."),
+        flag("--history", "Also find superseded and archived memories, a tier below."),
     ] = False,
     kinds: Annotated[
         list[Kind] | None,

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from erstwhile.cli.context import first_write, open_ledger, refuse_store_files, settings
 from erstwhile.cli.output import console, errors, print_json
+from erstwhile.cli.params import flag
 from erstwhile.ledger.audit import Counter
 
 
@@ -29,7 +30,7 @@ def export(
         ),
     ] = None,
     all_namespaces: Annotated[
-        bool, typer.Option("--all-namespaces", help="Every namespace, not only --namespace.")
+        bool, flag("--all-namespaces", "Every namespace, not only --namespace.")
     ] = False,
 ) -> None:
     """Export the log as JSON Lines, one event a line, to restore with `import`.

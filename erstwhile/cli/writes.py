@@ -29,6 +29,7 @@ from erstwhile.cli.params import (
     ValidFromOpt,
     ValidUntilOpt,
     ValueOpt,
+    flag,
     given,
     time_option,
 )
@@ -128,9 +129,7 @@ def archive(ctx: typer.Context, memory_id: MemoryId, reason: ReasonOpt = None) -
 def forget(
     ctx: typer.Context,
     memory_id: MemoryId,
-    hard: Annotated[
-        bool, typer.Option("--hard", help="Erase the content for good (crypto-shredding).")
-    ] = False,
+    hard: Annotated[bool, flag("--hard", "Erase the content for good (crypto-shredding).")] = False,
     reason: ReasonOpt = None,
 ) -> None:
     """Forget a memory: it leaves every read at once; the log keeps the proof."""
