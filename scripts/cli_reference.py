@@ -29,7 +29,8 @@ HEADER = """\
 Every command below takes the global options of `erstwhile` before its name, e.g.
 `erstwhile --db sqlite:///team.db --json facts team`. Errors print one line on stderr
 and exit with 1 (bad input, unknown id, refused supersession, unreachable store, a
-SQLite file that is not there for a command that does not create it),
+store that is not there, a SQLite file or a PostgreSQL schema without the ledger's
+tables, for a command that does not create it),
 2 (usage: unknown option, unparsable time or JSON) or 3 (a concurrent writer won).
 With `--json`, commands print the models' JSON: an object for one memory, a list
 for several.

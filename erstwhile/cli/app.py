@@ -57,7 +57,8 @@ def options(
             "--db",
             metavar="URL",
             help="Store URL or SQLite path (default: $ERSTWHILE_URL, else ./erstwhile.db). "
-            "Only remember, import and projections run create a SQLite file.",
+            "Only remember, import and projections run create a store (a SQLite file, a "
+            "PostgreSQL schema's tables).",
         ),
     ] = None,
     namespace: Annotated[

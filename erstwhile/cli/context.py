@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from erstwhile.domain.errors import ErstwhileError, StoreUnavailable, ValidationError
-from erstwhile.eventstore import URL_VARIABLE, sqlite_path
+from erstwhile.eventstore import URL_VARIABLE, missing_store, sqlite_path
 from erstwhile.ledger import Ledger
 
 
@@ -27,15 +27,16 @@ class Settings:
         """Open the ledger these options name (a URL, a bare SQLite path, or the default).
 
         ``sync_projections=False`` opens it to append only, for a projection follower.
-        Only with ``create`` may a SQLite file that is not there be made: a read of a
-        mistyped ``--db``, or run in another folder than the store's, would otherwise
-        answer from an empty store made for it, as if nothing had ever been remembered
-        (and leave that file behind). ``StoreUnavailable`` says where it looked instead.
+        Only with ``create`` may a store that is not there be made (a SQLite file, or the
+        tables of a PostgreSQL schema): a read of a mistyped ``--db`` or schema, or run in
+        another folder than the store's, would otherwise answer from an empty store made
+        for it, as if nothing had ever been remembered (and leave that store behind).
+        ``StoreUnavailable`` says where it looked instead.
         """
-        path = sqlite_path(self.db)
-        if not create and path is not None and not path.exists():
+        missing = None if create else missing_store(self.db)
+        if missing is not None:
             raise StoreUnavailable(
-                f"no store at {path}: nothing has been written there (name the store with "
+                f"no store at {missing}: nothing has been written there (name the store with "
                 f"--db or ${URL_VARIABLE}; `erstwhile remember` or `import` creates one)"
             )
         return Ledger.open(

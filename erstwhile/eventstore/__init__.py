@@ -29,6 +29,7 @@ __all__ = [
     "Sql",
     "in_lists",
     "marks",
+    "missing_store",
     "open_backend",
     "resolve_url",
     "sqlite_path",
@@ -65,6 +66,24 @@ def _file_of(rest: str) -> str:
     """The file of a SQLite URL's remainder (``sqlite:///a.db`` is ``a.db``,
     ``sqlite:////tmp/a.db`` is ``/tmp/a.db``)."""
     return rest[1:] if rest.startswith("/") else rest
+
+
+def missing_store(url: str | os.PathLike[str] | None = None) -> str | None:
+    """Where the store a URL names would be, when it holds no ledger yet (None when it
+    does), found without creating anything: a SQLite file that is not there, or a
+    PostgreSQL schema without the log's table (opening either would create it)."""
+    resolved = resolve_url(url)
+    if not resolved.startswith(("postgresql://", "postgres://")):
+        path = sqlite_path(url)
+        return str(path) if path is not None and not path.exists() else None
+    from erstwhile.eventstore.postgres import PostgresBackend
+
+    with translated_errors():
+        backend = PostgresBackend(resolved)
+        try:
+            return None if backend.holds_log() else backend.where()
+        finally:
+            backend.close()
 
 
 def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:

@@ -387,6 +387,19 @@ class PostgresBackend(Backend):
             finally:
                 guard.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 
+    def holds_log(self) -> bool:
+        """Whether the schema holds a ledger's log already (nothing is created to say)."""
+        with self.datastore.get_connection() as connection:
+            return _exists(connection, f'"{self.datastore.schema}".{self.events_table}')
+
+    def where(self) -> str:
+        """The server, database and schema, to name in a message (no password)."""
+        info = cast(dict[str, Any], self.datastore.pool.kwargs)
+        return (
+            f"{info.get('host')}:{info.get('port')}/{info.get('dbname')} "
+            f"(schema {self.datastore.schema})"
+        )
+
     def _is_set_up(self, connection: Connection[DictRow]) -> bool:
         """Whether every table, the index of wrapped keys and the log's guards exist (a
         store set up before the TRUNCATE guard, or that index, gets it on its next open)."""

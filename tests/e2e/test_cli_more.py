@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import psycopg
 import pytest
 
 from erstwhile import Conflict, Hit, Ledger, Memory, Proposal
@@ -229,6 +231,25 @@ def test_output_is_never_written_over_the_store_itself(tmp_path: Path) -> None:
         assert failed_cleanly(result, 1) and "a file of this ledger's store" in result.stderr
     with Ledger.open(tmp_path / "own.db") as ledger:
         assert ledger.head() == 1 and ledger.verify().ok
+
+
+@pytest.mark.postgres
+def test_only_a_first_write_creates_a_postgresql_store(tmp_path: Path, postgres_url: str) -> None:
+    """On PostgreSQL too, a read of a schema that holds no ledger (a mistyped
+    ``?schema=``) says so, and creates neither the schema nor its tables."""
+    reads = [["facts", "team"], ["search", "coffee"], ["audit", "log"],
+             ["projections", "status"]]  # fmt: skip
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    for result in run_all(tmp_path, *(["--db", postgres_url, *read] for read in reads)):
+        assert failed_cleanly(result, 1), result
+        assert f"(schema {schema}): nothing has been written there" in result.stderr
+    with psycopg.connect(postgres_url.split("?")[0]) as admin:
+        found = admin.execute("SELECT count(*) FROM information_schema.schemata "
+                              "WHERE schema_name = %s", (schema,)).fetchone()  # fmt: skip
+    assert found == (0,)
+    assert run(tmp_path, "--db", postgres_url, "remember", "The team uses Supabase").code == 0
+    listed = run(tmp_path, "--db", postgres_url, "search", "Supabase")
+    assert listed.code == 0 and "The team uses Supabase" in listed.stdout
 
 
 def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
