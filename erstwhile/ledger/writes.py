@@ -3,7 +3,6 @@ atomically, and brings the projections up to its own write before returning."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -25,7 +24,7 @@ from erstwhile.domain.events import (
     Forgotten,
     LedgerEvent,
 )
-from erstwhile.domain.ids import uuid7
+from erstwhile.domain.ids import MEMORY_IDS
 from erstwhile.domain.memory import Kind, Memory, State
 from erstwhile.domain.time import Instant, optional_utc, to_micros
 from erstwhile.domain.writes import Existing, WritePlan, plan_writes
@@ -129,7 +128,7 @@ class WriteCommands(LedgerCore):
             return replay
         self._check_observed(plans)
         now = self.now()
-        ids = [uuid7(now, os.urandom(10)) for _ in plans]
+        ids = MEMORY_IDS.issue(now, len(plans))
         olders: dict[UUID, Existing] = {}
         requested = plans
         if any(p.supersedes or p.policy != "propose" for p in plans):

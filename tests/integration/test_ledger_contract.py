@@ -487,6 +487,20 @@ def test_recorded_at_strictly_increases_even_when_the_clock_steps_back(
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
 
 
+def test_ids_are_time_ordered_even_when_the_clock_steps_back(
+    ledger: Ledger, clock: ManualClock
+) -> None:
+    """Ids (UUIDv7) sort in the order the memories were made: across a batch made in one
+    millisecond, and after the clock stepped back (they took the clock's reading, so a
+    later memory could sort first)."""
+    made = ledger.remember_many({"content": f"note {n}"} for n in range(30))
+    clock.set(START - timedelta(hours=1))
+    made += [ledger.remember("after the clock stepped back")]
+    made += ledger.remember_many({"content": f"later {n}"} for n in range(5))
+    in_log = [e.memory_id for e in ledger.events()]
+    assert [m.id for m in made] == in_log == sorted(in_log)
+
+
 def test_events_stream_every_event_once_across_growing_pages(ledger: Ledger) -> None:
     """The stream reads pages of 50, 200, 800 and then 1,000 events: every event comes
     once, in log order, whatever page an ``after`` or ``until`` bound falls in."""

@@ -9,9 +9,9 @@ import pytest
 
 from erstwhile import NotFound, SupersessionRefused, ValidationError
 from erstwhile.domain.events import Asserted, Superseded
-from erstwhile.domain.ids import uuid7
+from erstwhile.domain.ids import IdSequence, uuid7
 from erstwhile.domain.memory import Kind, State, claim_of
-from erstwhile.domain.time import Window
+from erstwhile.domain.time import Window, to_micros
 from erstwhile.domain.writes import Existing, WritePlan, fingerprint, plan_writes
 
 RECORDED = datetime(2026, 9, 1, tzinfo=UTC)
@@ -87,6 +87,23 @@ def test_uuid7_layout_and_order() -> None:
     later = uuid7(JUL, bytes(10))
     assert earlier.version == 7 and earlier.variant == "specified in RFC 4122"
     assert earlier < later
+
+
+def test_ids_never_go_backwards_whatever_the_clock_does() -> None:
+    """Ids issued in one millisecond, after the clock stepped back, or before 1970 (which
+    a UUIDv7 cannot hold) still sort in the order they were issued."""
+    sequence = IdSequence()
+    issued = sequence.issue(JUL, 500)  # one millisecond
+    issued += sequence.issue(MAR, 3)  # the clock stepped back
+    issued += sequence.issue(datetime(1969, 12, 31, 23, 59, tzinfo=UTC), 2)
+    issued += sequence.issue(datetime(1970, 1, 1, 0, 1, tzinfo=UTC), 2)
+    assert issued == sorted(issued) and len(set(issued)) == len(issued)
+    assert {i.version for i in issued} == {7}
+    assert {i.variant for i in issued} == {"specified in RFC 4122"}
+    assert (
+        sequence.issue(datetime(2030, 1, 1, tzinfo=UTC), 1)[0].int >> 80
+        == to_micros(datetime(2030, 1, 1, tzinfo=UTC)) // 1000
+    )  # the clock moved past the last one: its own millisecond again
 
 
 def test_a_whole_number_is_one_payload_to_the_fingerprint_however_spelled() -> None:
