@@ -49,8 +49,10 @@ def as_id(value: object, what: str = "memory_id", noun: str = "memory") -> UUID:
 def check_name(value: object, what: str) -> str:
     """Return a namespace or actor name, trimmed: non-empty text without NUL bytes, at
     most :data:`MAX_NAME_CHARS` characters."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be non-empty text without NUL bytes")
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be text, not {type(value).__name__}")
+    if not value.strip():
+        raise ValidationError(f"{what} must not be empty")
     check_text(value, what)
     if len(value) > MAX_NAME_CHARS:
         raise ValidationError(f"{what} is longer than {MAX_NAME_CHARS} characters")
@@ -62,10 +64,10 @@ def optional_text(value: object, what: str) -> str | None:
     without NUL bytes."""
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > MAX_TEXT_CHARS:
-        raise ValidationError(
-            f"{what} must be text under {MAX_TEXT_CHARS} characters without NUL bytes"
-        )
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be text, not {type(value).__name__}")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ValidationError(f"{what} is longer than {MAX_TEXT_CHARS} characters")
     check_text(value, what)
     return value
 

@@ -164,8 +164,10 @@ class Queries(LedgerCore):
         keeps memories of any of those kinds, ``entities`` those naming any of them: None
         filters nothing, an empty list leaves nothing.
         """
-        if not isinstance(query, str) or "\x00" in query:
-            raise ValidationError("query must be text without NUL bytes")
+        if not isinstance(query, str):
+            raise ValidationError(f"query must be text, not {type(query).__name__}")
+        if "\x00" in query:
+            raise ValidationError("query must not contain NUL bytes")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise ValidationError("limit must be an integer from 1 to 1000")
         flag(include_history, "include_history")
