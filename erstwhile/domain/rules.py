@@ -74,7 +74,11 @@ def check_supersession(older: Side, newer: Side, at: datetime) -> None:
         raise SupersessionRefused(
             "no_overlap",
             f"memory {older.id} stopped holding at {older.window.end.isoformat()}, "
-            f"before {at.isoformat()}",
+            + (
+                "the instant its successor would start (windows are half-open)"
+                if older.window.end == at
+                else f"before {at.isoformat()}"
+            ),
         )
     if older.claim == newer.claim:
         raise SupersessionRefused(

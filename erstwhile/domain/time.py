@@ -32,6 +32,7 @@ def to_utc(value: Instant, field: str = "time") -> datetime:
 
     Accepts a ``datetime`` or ISO 8601 text that carries an offset or ``Z``.
     """
+    given = value
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -48,8 +49,10 @@ def to_utc(value: Instant, field: str = "time") -> datetime:
     if not isinstance(value, datetime):
         raise ValidationError(f"{field}: expected a datetime or ISO 8601 text, got {value!r}")
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        shown = given if isinstance(given, str) else value.isoformat()
         raise ValidationError(
-            f"{field}: naive datetime {value.isoformat()!r}; give a timezone (e.g. UTC)"
+            f"{field}: {shown!r} is naive (no timezone); give one, e.g. "
+            f"{value.isoformat()}Z or an offset such as +02:00"
         )
     try:
         return value.astimezone(UTC)

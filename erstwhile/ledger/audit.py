@@ -226,7 +226,11 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
             continue
         try:
             entry = _restored(exact_json(line))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, ValidationError,
+        except KeyError as error:
+            raise ValidationError(
+                f"import line {number}: not an exported event (no field {error.args[0]!r})"
+            ) from None
+        except (orjson.JSONDecodeError, TypeError, ValueError, ValidationError,
                 pydantic.ValidationError) as error:  # fmt: skip
             first = str(error).splitlines()[0]
             raise ValidationError(

@@ -430,7 +430,18 @@ class WriteCommands(LedgerCore):
                     "with a different payload"
                 )
         self.runner.catch_up()
-        return [self.get(by_key[p.idempotency_key or ""].memory_id) for p in plans]
+        return [self._made_under(p.idempotency_key or "", by_key) for p in plans]
+
+    def _made_under(self, key: str, claims: Mapping[str, IdempotencyClaim]) -> Memory:
+        """The memory an idempotency key made, for a retry to answer with; a forgotten
+        one is ``NotFound`` naming the key (the retry never said which memory it meant)."""
+        memory_id = claims[key].memory_id
+        try:
+            return self.get(memory_id)
+        except NotFound:
+            raise NotFound(
+                f"idempotency key {key!r} made memory {memory_id}, which was forgotten"
+            ) from None
 
 
 def _parsed(items: list[Mapping[str, Any]]) -> list[WritePlan]:

@@ -101,6 +101,7 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("other namespace forget", lambda ledger, mine, theirs: ledger.forget(theirs.id), NotFound, ""),
     ("other namespace archive", lambda ledger, mine, theirs: ledger.archive(theirs.id), NotFound, ""),
     ("naive at", lambda ledger, mine, theirs: ledger.revise(mine.id, "x", value=1, at=datetime(2026, 7, 1)), ValidationError, "naive"),
+    ("bare date", lambda ledger, mine, theirs: ledger.remember("x", valid_from="2026-07-01"), ValidationError, "valid_from: '2026-07-01' is naive"),
     ("bad at", lambda ledger, mine, theirs: ledger.revise(mine.id, "x", value=1, at="July"), ValidationError, "ISO 8601"),
     ("revise with supersedes", lambda ledger, mine, theirs: ledger.revise(mine.id, "x", supersedes=[mine.id]), ValidationError, "supersedes"),
     ("reason with NUL", lambda ledger, mine, theirs: ledger.archive(mine.id, reason="a\x00"), ValidationError, "NUL"),

@@ -614,6 +614,11 @@ def test_a_hard_forget_erases_the_digest_of_an_idempotent_write(
     with pytest.raises(NotFound, match="forgotten for good"):
         ledger.remember(**arguments)
     assert event_count(ledger) == before
+    softly = ledger.remember("Bob's desk is 4B", idempotency_key="msg-8")
+    ledger.forget(softly.id)
+    with pytest.raises(NotFound, match=f"key 'msg-8' made memory {softly.id}, which was forgotten"):
+        ledger.remember("Bob's desk is 4B", idempotency_key="msg-8")
+    assert event_count(ledger) == before + 2
 
 
 def test_forget_lifecycle(ledger: Ledger, clock: ManualClock) -> None:
@@ -1051,6 +1056,9 @@ def test_import_refuses_garbage_and_writes_nothing(tmp_path: Path, clock: Manual
             with pytest.raises(ValidationError, match="import line 1"):
                 target.import_events(lines)
             assert event_count(target) == 0
+        with pytest.raises(ValidationError, match="not an exported event \\(no field 'type'\\)"):
+            target.import_events([b'{"x": 1}'])
+        assert event_count(target) == 0
 
 
 @pytest.mark.parametrize("big", [2**64, -(2**63) - 1, 10**30])

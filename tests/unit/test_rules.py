@@ -63,6 +63,15 @@ def test_each_invariant_is_refused_with_its_reason(older: Side, at: datetime, re
     assert refused.value.reason == reason
 
 
+def test_a_window_that_ends_where_the_successor_would_start_says_so() -> None:
+    """Touching windows share no instant (half-open): the refusal says the older one
+    ended at that very instant, not before it."""
+    with pytest.raises(SupersessionRefused, match="at 2026-07-01T00:00:00\\+00:00, the instant"):
+        check_supersession(side(window=Window(MAR, JUL)), newer(window=Window(JUL)), JUL)
+    with pytest.raises(SupersessionRefused, match="before 2026-07-01"):
+        check_supersession(side(window=Window(MAR, MAY)), newer(window=Window(JUL)), JUL)
+
+
 def test_a_memory_cannot_supersede_itself() -> None:
     older = side()
     with pytest.raises(SupersessionRefused) as refused:
