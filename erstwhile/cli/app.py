@@ -134,7 +134,7 @@ def main() -> None:
     except typer.Abort:
         fail("aborted", 1)
     except TyperException as error:
-        fail(error.format_message(), int(getattr(error, "exit_code", 2)))
+        fail(usage_message(error), int(getattr(error, "exit_code", 2)))
     except BrokenPipeError:
         # The reader went away (e.g. `| head`): stop quietly, as other Unix tools do;
         # point stdout at /dev/null so the interpreter's final flush cannot fail again.
@@ -143,6 +143,22 @@ def main() -> None:
     except OSError as error:  # a file named on the command line (export, import, --svg)
         fail(f"{error.filename}: {error.strerror}" if error.filename else str(error), 1)
     sys.exit(result if isinstance(result, int) else 0)
+
+
+GLOBAL_OPTIONS = ("--db", "--namespace", "--actor", "--json")
+"""The options of ``erstwhile`` itself (see :func:`options`): they go before the command."""
+
+
+def usage_message(error: TyperException) -> str:
+    """The message of a usage error; for a global option given after the command
+    (``erstwhile facts team --json``), where it goes instead."""
+    option = getattr(error, "option_name", None)
+    if option in GLOBAL_OPTIONS:
+        return (
+            f"{option} is an option of erstwhile itself: give it before the command "
+            f"(erstwhile {option} ... COMMAND ...)"
+        )
+    return error.format_message()
 
 
 def speak_any_terminal() -> None:

@@ -454,6 +454,21 @@ def test_remember_with_a_policy_and_an_observed_position(tmp_path: Path) -> None
     assert failed_cleanly(bogus, 2)
 
 
+def test_a_global_option_after_the_command_says_where_it_goes(tmp_path: Path) -> None:
+    """``erstwhile facts team --json`` is a usage error (the option is erstwhile's own):
+    it says to give the option before the command, not which of the command's own
+    options it might have meant."""
+    late_json, late_db, unknown = run_all(
+        tmp_path, ["facts", "team", "--json"], ["facts", "team", "--db", "x.db"],
+        ["facts", "team", "--bogus"],
+    )  # fmt: skip
+    for result, option in ((late_json, "--json"), (late_db, "--db")):
+        assert failed_cleanly(result, 2)
+        assert f"error: {option} is an option of erstwhile itself: give it before" in result.stderr
+    assert failed_cleanly(unknown, 2) and "No such option: --bogus" in unknown.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.postgres
 def test_export_from_sqlite_import_into_postgresql(move: Move, postgres_database: str) -> None:
     db = ["--db", f"{postgres_database}?schema=cli_{secrets.token_hex(6)}"]
