@@ -22,9 +22,13 @@ TARGET = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 def _methods() -> list[str]:
     lines = ["## `Ledger`", "", inspect.getdoc(Ledger) or "", ""]
     for name, member in sorted(inspect.getmembers(Ledger)):
-        if name.startswith("_") or not callable(member):
+        if name.startswith("_"):
             continue
-        lines += [f"### `Ledger.{name}{_signature(member)}`", "", inspect.getdoc(member) or "", ""]
+        if isinstance(inspect.getattr_static(Ledger, name), property):
+            lines += [f"### `Ledger.{name}` (property)", "", inspect.getdoc(member) or "", ""]
+        elif callable(member):
+            lines += [f"### `Ledger.{name}{_signature(member)}`", "", inspect.getdoc(member) or ""]
+            lines.append("")
     return lines
 
 
@@ -69,6 +73,23 @@ def _models() -> list[str]:
     return lines
 
 
+def _others() -> list[str]:
+    """The exported classes that are neither the ledger, a model nor an error: the
+    enumerations (with their values) and the replay's ledger."""
+    lines = ["## Other names", ""]
+    for name in sorted(erstwhile.__all__):
+        exported = getattr(erstwhile, name)
+        if not isinstance(exported, type) or exported is Ledger:
+            continue
+        if issubclass(exported, (pydantic.BaseModel, BaseException)):
+            continue
+        lines += [f"### `{name}`", "", inspect.getdoc(exported) or "", ""]
+        if issubclass(exported, Enum):
+            values = ", ".join(f"`{member.value}`" for member in exported)
+            lines += [f"Values: {values}.", ""]
+    return lines
+
+
 def _errors() -> list[str]:
     lines = [
         "## Errors",
@@ -91,7 +112,7 @@ def render() -> str:
         "Everything public is exported from `erstwhile` (see `erstwhile.__all__`).",
         "",
     ]
-    return "\n".join(header + _methods() + _models() + _errors()).rstrip() + "\n"
+    return "\n".join(header + _methods() + _models() + _others() + _errors()).rstrip() + "\n"
 
 
 def main() -> int:
