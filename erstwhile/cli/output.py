@@ -201,12 +201,15 @@ def proposal_table(proposals: Sequence[Proposal]) -> Table:
 
 def conflict_table(conflict: Conflict) -> Table:
     """Return one contradiction: its members, the highest-confidence ones starred (every
-    member as confident as the highest, when several are)."""
+    member as confident as the highest, when several are) and the one the resolution
+    recommends ticked (none when it is unresolved)."""
     title = (
         f"{conflict.subject} {conflict.attribute}: {len(conflict.members)} claims disagree "
         f"(resolution: {conflict.resolution.replace('_', ' ')})"
     )
-    table = FittedTable(title=escape(title), title_justify="left", caption="★ highest confidence")
+    trusted = recommended(conflict)
+    caption = "★ highest confidence" + ("" if trusted is None else ", ✓ the claim to trust")
+    table = FittedTable(title=escape(title), title_justify="left", caption=caption)
     table.add_column("content", overflow="fold", width=ID_WIDTH)
     for column in ("value", "valid window", "confidence"):
         table.add_column(column, overflow="fold")
@@ -215,9 +218,24 @@ def conflict_table(conflict: Conflict) -> Table:
         content = Text(memory.content)
         content.append(f"\n{memory.id}", style="dim")
         star = " ★" if memory.confidence == highest else ""
-        cells = [show_value(memory.value), show_window(memory), f"{memory.confidence:.2f}{star}"]
+        tick = " ✓" if trusted is not None and memory.id == trusted.id else ""
+        cells = [
+            f"{show_value(memory.value)}{tick}",
+            show_window(memory),
+            f"{memory.confidence:.2f}{star}",
+        ]
         table.add_row(content, *(Text(cell) for cell in cells))
     return table
+
+
+def recommended(conflict: Conflict) -> Memory | None:
+    """The member the resolution recommends: the most confident one (``by_confidence``),
+    the one whose window opens last (``by_recency``), or none (``unresolved``)."""
+    if conflict.resolution == "by_confidence":
+        return conflict.highest_confidence
+    if conflict.resolution == "by_recency":
+        return max(conflict.members, key=lambda memory: memory.valid_from)
+    return None
 
 
 def memory_listing(title: str, memories: Sequence[Memory]) -> Table:

@@ -85,6 +85,35 @@ def test_a_conflict_stars_each_member_as_confident_as_the_highest(
 
 
 @pytest.mark.parametrize(
+    ("confidences", "starts", "trusted"),
+    [
+        ((0.9, 0.6), ("2026-01-01", "2026-02-01"), "Postgres"),  # by confidence
+        ((0.7, 0.7), ("2026-01-01", "2026-02-01"), "MySQL"),  # by recency
+        ((0.7, 0.7), ("2026-01-01", "2026-01-01"), None),  # unresolved
+    ],
+)
+def test_a_conflict_ticks_the_member_its_resolution_recommends(
+    tmp_path: Path, confidences: tuple[float, float], starts: tuple[str, str], trusted: str | None
+) -> None:
+    """Two members tied for the highest confidence are both starred; the tick says
+    which one the resolution names (none when it is unresolved)."""
+    with Ledger.open(tmp_path / "c.db") as ledger:
+        for value, confidence, start in zip(("Postgres", "MySQL"), confidences, starts,
+                                            strict=True):  # fmt: skip
+            ledger.remember(f"orion uses {value}", subject="orion", attribute="database",
+                            value=value, confidence=confidence,
+                            valid_from=f"{start}T00:00:00Z")  # fmt: skip
+        (conflict,) = ledger.conflicts()
+    shown = rendered(conflict_table(conflict), 120)
+    ticked = [line for line in shown.splitlines() if "✓" in line and "trust" not in line]
+    if trusted is None:
+        assert ticked == [] and "✓" not in shown
+    else:
+        assert len(ticked) == 1 and f"{trusted} ✓" in ticked[0], shown
+        assert "✓ the claim to trust" in shown
+
+
+@pytest.mark.parametrize(
     ("instant", "shown"),
     [
         (datetime(2026, 3, 1, tzinfo=UTC), "2026-03-01"),
