@@ -11,7 +11,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Literal, Self
@@ -207,9 +208,21 @@ class LedgerCore:
 
     def _state(self, memory_id: UUID | str, what: str = "memory_id") -> MemoryState:
         key = as_id(memory_id, what)
+        with self._read_caught_up() as sql:
+            return self.reader.state(sql, key)
+
+    @contextmanager
+    def _read_caught_up(self) -> Iterator[Sql]:
+        """A read transaction in which the projections have applied the whole log, for a
+        command that decides on what it reads. When they had (each write folds itself),
+        that is the one transaction that found so; otherwise the log is folded first."""
+        with translated_errors(), self.log.backend.read() as sql:
+            if self.runner.caught_up(sql):
+                yield sql
+                return
         self.runner.catch_up()
         with translated_errors(), self.log.backend.read() as sql:
-            return self.reader.state(sql, key)
+            yield sql
 
     def _append_one(
         self,

@@ -133,8 +133,7 @@ class WriteCommands(LedgerCore):
         requested = plans
         if any(p.supersedes or p.policy != "propose" for p in plans):
             # Validate against the memories touched, as the whole log now says.
-            self.runner.catch_up()
-            with translated_errors(), self.log.backend.read() as sql:
+            with self._read_caught_up() as sql:
                 plans = self._apply_policies(sql, plans, ids, self.log.next_start(sql, now))
                 own = set(ids)  # superseded within the batch: plan_writes knows them
                 olders = {

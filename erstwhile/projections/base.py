@@ -208,6 +208,11 @@ class ProjectionRunner:
             }
         return [(p, tracked[p.name], head, behind[tracked[p.name]]) for p in self.projections]
 
+    def caught_up(self, sql: Sql) -> bool:
+        """Whether every projection has applied the whole log, in ``sql``'s snapshot."""
+        lowest = min(self.tracked_positions(sql).values(), default=0)
+        return lowest >= self.log.tip(sql).position
+
     def lag(self) -> tuple[int, int]:
         """Return the lowest tracked position and the head of the log, from one snapshot."""
         with translated_errors(), self.backend.read() as sql:
