@@ -225,6 +225,16 @@ class Backend(ABC):
         )
         return [(row["name"], row["tbl"]) for row in sql.fetchall()]
 
+    def guard_reads(self, tables: Sequence[str]) -> None:  # noqa: B027 - SQLite needs none
+        """Have every read transaction from now on lock ``tables`` (the projections'
+        tables, in one fixed order) before it reads anything. Only PostgreSQL needs it:
+        see :meth:`PostgresBackend.guard_reads`. A SQLite reader's snapshot covers the
+        schema too, so a table replaced under it is still the old one to it."""
+
+    def lock_for_replace(self, sql: Sql, tables: Sequence[str]) -> None:  # noqa: B027
+        """Before :meth:`replace_table` replaces ``tables`` (in the order reads lock
+        them), lock them all against readers at once (PostgreSQL; see there)."""
+
     def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Replace ``live`` by ``shadow`` inside ``sql``'s transaction.
 

@@ -162,6 +162,7 @@ class ProjectionRunner:
                 projection.create(WithoutIndexes(sql, built))
                 if known is None:
                     self._record_version(sql, projection)
+        self.backend.guard_reads([t for p in self.projections for t in p.tables])
         if changed:
             self._rebuild(changed, None, schema_changed=True)
 
@@ -535,6 +536,8 @@ class ProjectionRunner:
         self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection], whole: bool
     ) -> None:
         swap = self.backend.replace_table if whole else self.backend.swap_table
+        if whole:
+            self.backend.lock_for_replace(sql, [t for p in chosen for t in p.tables])
         for projection in chosen:
             reached = builder._tracked(sql, projection)
             for table in projection.tables:

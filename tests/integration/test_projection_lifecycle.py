@@ -529,6 +529,57 @@ def test_a_schema_change_of_what_proposals_read_rebuilds_them_too(
     assert dump(reopened) == rows
 
 
+@pytest.mark.postgres
+def test_a_read_begun_before_a_schema_change_swap_keeps_what_it_saw(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL swaps a changed projection in by dropping the old table and renaming
+    the new one. A read whose snapshot was taken before that swap committed (its first
+    query, the log's tip) and which reaches the table after must still see what it saw:
+    a memory written after the build caught up, folded in only by the swap's own
+    transaction, was missing from it (the read went backwards). Reads lock the
+    projections' tables before their snapshot, so the swap waits for such a read."""
+    writer = Ledger.open(postgres_url, namespace="acme", actor="writer")
+    reader = Ledger.open(postgres_url, namespace="acme", actor="reader")
+    writer.remember("The office is in Lisbon", subject="office")
+    written, snapshot_taken, swapping = [], threading.Event(), threading.Event()
+    finish, hold = ProjectionRunner.finish_catching_up, ProjectionRunner._hold_claim
+
+    def then_a_write(self: ProjectionRunner) -> None:
+        finish(self)
+        written.append(writer.remember("The office moved to Berlin", subject="office"))
+        snapshot_taken.wait(timeout=10)
+
+    def swap_begins(self: ProjectionRunner, *args: Any) -> None:
+        swapping.set()
+        hold(self, *args)
+
+    monkeypatch.setattr(ProjectionRunner, "finish_catching_up", then_a_write)
+    monkeypatch.setattr(ProjectionRunner, "_hold_claim", swap_begins)
+    monkeypatch.setattr(MemoriesProjection, "version", MemoriesProjection.version + 1)
+    upgrade = threading.Thread(target=lambda: Ledger.open(postgres_url, actor="new").close())
+    upgrade.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not written and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with reader.log.backend.read() as sql:
+            sql.execute("SELECT max(position) AS head FROM erstwhile_events")
+            assert sql.fetchone()["head"] == written[0].position  # the snapshot
+            snapshot_taken.set()
+            assert swapping.wait(timeout=10)
+            time.sleep(0.5)  # the swap commits now, unless it waits for this read
+            sql.execute("SELECT content FROM memories ORDER BY position")
+            seen = [row["content"] for row in sql.fetchall()]
+    finally:
+        snapshot_taken.set()
+        upgrade.join(timeout=30)
+    assert seen == ["The office is in Lisbon", "The office moved to Berlin"]
+    assert sorted(m.content for m in reader.facts("office")) == seen
+    writer.close()
+    reader.close()
+
+
 def test_a_retried_swap_catches_the_others_up_again(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
