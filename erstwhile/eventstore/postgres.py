@@ -509,6 +509,39 @@ class PostgresBackend(Backend):
         self._wait_for_older_snapshots()
         for table in SCRUBBED:
             self.vacuum(table, options)
+        self._scrub_statistics()
+
+    def _scrub_statistics(self) -> None:
+        """Vacuum the catalog of planner statistics after the tables' ANALYZE: every
+        ANALYZE replaces a table's rows of ``pg_statistic``, whose old versions stay in
+        its file as dead rows, with the sampled values of their day: the content of
+        memories erased since, and their keys. With ``?scrub=full`` it is rewritten
+        (``VACUUM FULL``, an exclusive lock on the catalog for a few milliseconds).
+        PostgreSQL lets only a superuser or the database's owner vacuum it, and skips it
+        for anyone else with a warning: with ``scrub=full`` that is ``StoreUnavailable``
+        (the erase itself committed), since the promise of no bytes left is not kept."""
+        full = self.scrub_mode == "full"
+        warnings: list[str] = []
+
+        def heard(notice: psycopg.errors.Diagnostic) -> None:
+            if notice.severity_nonlocalized == "WARNING":
+                warnings.append(notice.message_primary or "")
+
+        with self.datastore.get_connection() as connection:
+            connection.add_notice_handler(heard)
+            try:
+                connection.execute(
+                    "VACUUM (FULL) pg_catalog.pg_statistic" if full
+                    else "VACUUM pg_catalog.pg_statistic"
+                )  # fmt: skip
+            finally:
+                connection.remove_notice_handler(heard)
+        if full and warnings:
+            raise StoreUnavailable(
+                "the erase committed, but the planner's statistics could not be rewritten "
+                f"({warnings[0]}): their old rows may still hold the erased content; run "
+                "VACUUM FULL pg_catalog.pg_statistic as the database's owner"
+            )
 
     def _wait_for_older_snapshots(self) -> None:
         """Wait until no other session of this database holds a snapshot taken before

@@ -8,6 +8,7 @@ import gc
 import io
 import json
 import os
+import secrets
 import sqlite3
 import subprocess
 import sys
@@ -323,6 +324,63 @@ def test_a_hard_forget_leaves_nothing_in_the_planner_statistics(
         assert bytes(key).hex() not in sampled
         rewritten = {t for t, node in relation_files(url, held).items() if node != files[t]}
         assert rewritten == (set(held) if scrub == "full" else set())
+
+
+@pytest.mark.postgres
+def test_a_full_scrub_leaves_nothing_in_the_statistics_catalogs_file(
+    postgres_url: str, clock: ManualClock
+) -> None:
+    """Each ANALYZE replaces a table's rows of ``pg_statistic``; the old versions, with
+    the values sampled then, stay in the catalog's file as dead rows. A hard forget
+    with ``?scrub=full`` rewrites the catalog, so no erased value is left in its file
+    (the erased ones were sampled while they lived)."""
+    url = f"{postgres_url}&scrub=full"
+    markers = [f"MARK{n:02d}X{secrets.token_hex(4).upper()}" for n in range(30)]
+    with Ledger.open(url, namespace="acme", actor="tester", clock=clock) as ledger:
+        made = ledger.remember_many(
+            {"content": f"note {n}", "subject": f"s{n}", "attribute": "code", "value": m}
+            for n, m in enumerate(markers)
+        )
+        ledger.log.backend.analyze()  # as the ledger does when the log has grown
+        for memory in made[:5]:
+            ledger.forget(memory.id, hard=True)
+    erased = markers[:5]
+    with psycopg.connect(urlsplit(url)._replace(query="").geturl(), autocommit=True) as db:
+        db.execute("CHECKPOINT")
+        (catalog,) = db.execute(
+            "SELECT pg_read_binary_file(pg_relation_filepath('pg_catalog.pg_statistic'))"
+        ).fetchone()
+    assert markers[-1].encode() in bytes(catalog)  # a live value, sampled
+    assert [m for m in erased if m.encode() in bytes(catalog)] == []
+
+
+@pytest.mark.postgres
+def test_a_full_scrub_that_may_not_rewrite_the_statistics_catalog_says_so(
+    postgres_database: str, clock: ManualClock
+) -> None:
+    """Only a superuser or the database's owner may vacuum ``pg_statistic``; PostgreSQL
+    skips it for anyone else with a warning. A full scrub by such a role erases the
+    memory, then says it could not keep its promise instead of passing in silence."""
+    role = f"erstwhile_plain_{secrets.token_hex(3)}"
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        database = urlsplit(postgres_database).path.lstrip("/")
+        admin.execute(f'GRANT CREATE ON DATABASE "{database}" TO "{role}"')
+    parts = urlsplit(postgres_database)
+    url = parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}").geturl()
+    url += f"?schema=plain_{secrets.token_hex(3)}&scrub=full"
+    try:
+        with Ledger.open(url, namespace="acme", actor="tester", clock=clock) as ledger:
+            secret = remember_secret(ledger)
+            with pytest.raises(StoreUnavailable, match="the erase committed, but the planner"):
+                ledger.forget(secret.id, hard=True)
+            with pytest.raises(NotFound):
+                ledger.get(secret.id)
+            assert [e.type for e in ledger.events(memory_id=secret.id)][-1] == "Forgotten"
+    finally:
+        with psycopg.connect(postgres_database, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
 
 
 @contextmanager
