@@ -232,19 +232,17 @@ class Backend(ABC):
         schema too, so a table replaced under it is still the old one to it."""
 
     def lock_for_replace(self, sql: Sql, tables: Sequence[str]) -> None:  # noqa: B027
-        """Before :meth:`replace_table` replaces ``tables`` (in the order reads lock
-        them), lock them all against readers at once (PostgreSQL; see there)."""
+        """Before a swap replaces ``tables`` (in the order reads lock them), lock them all
+        against readers at once (PostgreSQL; see there)."""
 
-    def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
-        """Replace ``live`` by ``shadow`` inside ``sql``'s transaction.
-
-        SQLite renames: WAL readers keep their snapshot of the old table meanwhile.
-        """
-        self.replace_table(sql, live, shadow)
+    def analyze_build(self, tables: Sequence[str]) -> None:  # noqa: B027 - SQLite keeps none
+        """Refresh the planner's statistics of a build's tables before they are swapped in."""
 
     def replace_table(self, sql: Sql, live: str, shadow: str) -> None:
-        """Replace ``live`` by ``shadow`` whole, whatever their columns (a projection
-        whose schema changed): drop it and rename the shadow over it. The shadow's
+        """Replace ``live`` by ``shadow`` whole inside ``sql``'s transaction, whatever
+        their columns (a projection whose schema changed, too): drop it and rename the
+        shadow over it. SQLite's readers keep their snapshot of the old table meanwhile
+        (PostgreSQL's lock the tables before theirs: see ``guard_reads``). The shadow's
         indexes keep their tagged names on SQLite, which cannot rename an index (see
         ``ProjectionRunner._rebuilt_indexes``)."""
         sql.execute(f"DROP TABLE IF EXISTS {live}")

@@ -451,6 +451,14 @@ class PostgresBackend(Backend):
         )
         self._begin_read = (*BEGIN_READ, SQL("LOCK TABLE {0} IN ACCESS SHARE MODE").format(names))
 
+    def analyze_build(self, tables: Sequence[str]) -> None:
+        """ANALYZE a build's tables before they are swapped in: their statistics go with
+        them, so no query is planned on a swapped-in table without any."""
+        with self.datastore.get_connection() as connection:
+            for table in tables:
+                if _exists(connection, table):
+                    connection.execute(SQL("ANALYZE {0}").format(Identifier(table)))
+
     def lock_for_replace(self, sql: Sql, tables: Sequence[str]) -> None:
         """Lock every table about to be replaced in one statement, in the order reads lock
         them (see :meth:`guard_reads`): a read holding some of them and waiting for the
@@ -611,9 +619,12 @@ class PostgresBackend(Backend):
 
     def replace_table(self, sql: Sql, live: str, shadow: str) -> None:
         """Drop ``live`` and rename ``shadow`` over it, its indexes back to their own
-        names (a projection whose columns changed: its rows cannot be copied over).
-        Readers of the old table wait for the swap's commit (DROP takes an exclusive
-        lock), then read the new one. A statement another process prepared against the
+        names. The swap has locked the tables against readers first (see
+        :meth:`lock_for_replace`): a read begun before keeps the old tables until it
+        ends, one begun after waits for the commit, then reads the new tables (see
+        :meth:`guard_reads`). Until 2026-12-02 a rebuild of the same schema copied the
+        rows over instead, holding off writers for seconds (7.8 s at 100,000 memories).
+        A statement another process prepared against the
         old table is planned again on the new one; it keeps its result type because
         statements name their columns (``m.*`` would take in a column the new table
         added, and PostgreSQL refuses that: "cached plan must not change result type")."""
@@ -627,17 +638,6 @@ class PostgresBackend(Backend):
                 sql.execute(f"ALTER INDEX {index} RENAME TO {tagged.group(1)}")
             elif index == f"{shadow}_pkey":  # renaming the index renames its constraint
                 sql.execute(f"ALTER INDEX {index} RENAME TO {live}_pkey")
-
-    def swap_table(self, sql: Sql, live: str, shadow: str) -> None:
-        """Copy the shadow's rows over the live table's, then drop the shadow.
-
-        Unlike DROP and RENAME, which need an ACCESS EXCLUSIVE lock on the live table and
-        so queue behind (and can deadlock with) readers, DELETE and INSERT take only row
-        locks: readers keep reading their snapshot while the swap commits.
-        """
-        sql.execute(f"DELETE FROM {live}")
-        sql.execute(f"INSERT INTO {live} SELECT * FROM {shadow}")
-        sql.execute(f"DROP TABLE {shadow}")
 
     def analyze(self) -> None:
         """ANALYZE the projections' tables; the live search table, which loses most rows

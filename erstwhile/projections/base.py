@@ -370,9 +370,9 @@ class ProjectionRunner:
     def _rebuild(
         self, chosen: list[Projection], progress: Progress | None, schema_changed: bool = False
     ) -> None:
-        """Build ``chosen`` beside the live tables and swap them in (see :meth:`rebuild`).
-        After a schema change the new tables replace the old ones whole, whatever their
-        columns; otherwise their rows are swapped in (see :meth:`Backend.swap_table`)."""
+        """Build ``chosen`` beside the live tables and swap them in (see :meth:`rebuild`):
+        the new tables replace the old ones whole, whatever their columns (see
+        :meth:`Backend.replace_table`)."""
         chosen = self._with_readers(chosen)
         claim = self._claim(chosen if schema_changed else None)
         if claim is None:
@@ -395,6 +395,7 @@ class ProjectionRunner:
             reached = live.catch_up(progress=renewing) if live else None
             builder.catch_up(until=reached, progress=renewing)
             builder.finish_catching_up()
+            self.backend.analyze_build(list(shadow.renames.values()))
             for attempt in range(SWAP_ATTEMPTS):
                 try:
                     with translated_errors(), self.backend.write() as sql:
@@ -402,7 +403,7 @@ class ProjectionRunner:
                         if live:
                             live.fold_to_tip(sql)
                         builder.fold_to_tip(sql)
-                        self._swap(sql, builder, chosen, schema_changed)
+                        self._swap(sql, builder, chosen)
                         self._drop_claim(sql)
                     # The swapped-in rows are new to the planner's statistics.
                     self.backend.analyze()
@@ -532,16 +533,12 @@ class ProjectionRunner:
                     projection.caught_up(self.shadow.wrap(sql))
         self.shadow.caught_up = True
 
-    def _swap(
-        self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection], whole: bool
-    ) -> None:
-        swap = self.backend.replace_table if whole else self.backend.swap_table
-        if whole:
-            self.backend.lock_for_replace(sql, [t for p in chosen for t in p.tables])
+    def _swap(self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection]) -> None:
+        self.backend.lock_for_replace(sql, [t for p in chosen for t in p.tables])
         for projection in chosen:
             reached = builder._tracked(sql, projection)
             for table in projection.tables:
-                swap(sql, table, builder.shadow_name(table))
+                self.backend.replace_table(sql, table, builder.shadow_name(table))
             self.backend.reset_tracking(sql, builder._tracking_name(projection))
             self.backend.reset_tracking(sql, projection.name)
             if reached:

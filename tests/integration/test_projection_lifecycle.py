@@ -530,15 +530,17 @@ def test_a_schema_change_of_what_proposals_read_rebuilds_them_too(
 
 
 @pytest.mark.postgres
-def test_a_read_begun_before_a_schema_change_swap_keeps_what_it_saw(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("swap", ["schema change", "rebuild"])
+def test_a_read_begun_before_a_swap_keeps_what_it_saw(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, swap: str
 ) -> None:
-    """PostgreSQL swaps a changed projection in by dropping the old table and renaming
-    the new one. A read whose snapshot was taken before that swap committed (its first
-    query, the log's tip) and which reaches the table after must still see what it saw:
-    a memory written after the build caught up, folded in only by the swap's own
-    transaction, was missing from it (the read went backwards). Reads lock the
-    projections' tables before their snapshot, so the swap waits for such a read."""
+    """PostgreSQL swaps a rebuilt projection in by dropping the old table and renaming
+    the new one (after a schema change, and since 2026-12-02 after any rebuild). A read
+    whose snapshot was taken before that swap committed (its first query, the log's
+    tip) and which reaches the table after must still see what it saw: a memory
+    written after the build caught up, folded in only by the swap's own transaction,
+    was missing from it (the read went backwards). Reads lock the projections' tables
+    before their snapshot, so the swap waits for such a read."""
     writer = Ledger.open(postgres_url, namespace="acme", actor="writer")
     reader = Ledger.open(postgres_url, namespace="acme", actor="reader")
     writer.remember("The office is in Lisbon", subject="office")
@@ -556,8 +558,11 @@ def test_a_read_begun_before_a_schema_change_swap_keeps_what_it_saw(
 
     monkeypatch.setattr(ProjectionRunner, "finish_catching_up", then_a_write)
     monkeypatch.setattr(ProjectionRunner, "_hold_claim", swap_begins)
-    monkeypatch.setattr(MemoriesProjection, "version", MemoriesProjection.version + 1)
-    upgrade = threading.Thread(target=lambda: Ledger.open(postgres_url, actor="new").close())
+    if swap == "schema change":
+        monkeypatch.setattr(MemoriesProjection, "version", MemoriesProjection.version + 1)
+        upgrade = threading.Thread(target=lambda: Ledger.open(postgres_url, actor="new").close())
+    else:
+        upgrade = threading.Thread(target=lambda: writer.rebuild("memories"))
     upgrade.start()
     try:
         deadline = time.monotonic() + 10
