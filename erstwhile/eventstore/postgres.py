@@ -437,8 +437,9 @@ class PostgresBackend(Backend):
         """Have every read transaction lock the projections' tables (``ACCESS SHARE``, in
         one statement, in one fixed order) before its first query takes its snapshot.
 
-        A projection whose schema changed is swapped in by dropping the old table and
-        renaming the new one over it. Without the lock, a read whose snapshot was taken
+        A rebuild (of a projection whose schema changed, or not) swaps its tables in by
+        dropping the old ones and renaming the new ones over them. Without the lock, a
+        read whose snapshot was taken
         before that swap committed (by its first query, of the log's tip say) and which
         reached the table after it read the new table as of that snapshot: without the
         rows the swap's own transaction folded in, so it missed memories it had just
