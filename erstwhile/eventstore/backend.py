@@ -231,9 +231,12 @@ class Backend(ABC):
         see :meth:`PostgresBackend.guard_reads`. A SQLite reader's snapshot covers the
         schema too, so a table replaced under it is still the old one to it."""
 
-    def lock_for_replace(self, sql: Sql, tables: Sequence[str]) -> None:  # noqa: B027
+    def lock_for_replace(  # noqa: B027 - SQLite's readers need no lock
+        self, sql: Sql, tables: Sequence[str], patient: bool = True
+    ) -> None:
         """Before a swap replaces ``tables`` (in the order reads lock them), lock them all
-        against readers at once (PostgreSQL; see there)."""
+        against readers at once; unless ``patient``, give up soon when a read holds them
+        (PostgreSQL; see there)."""
 
     def analyze_build(self, tables: Sequence[str]) -> None:  # noqa: B027 - SQLite keeps none
         """Refresh the planner's statistics of a build's tables before they are swapped in."""

@@ -53,6 +53,9 @@ CONNECT_TIMEOUT_SECONDS = 10
 PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 """A schema name PostgreSQL takes as it is, quoted or not (eventsourcing's recorders
 write it unquoted into some statements, where another name would fail or fold case)."""
+SWAP_LOCK_WAIT = "200ms"
+"""How long a rebuild's swap waits for the reads in flight before it tries again later
+(all but its last attempt): the longest any read or write waits behind it then."""
 BEGIN_READ = ("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",)
 OLDER_SNAPSHOTS = (
     "SELECT pid, application_name FROM pg_stat_activity "
@@ -460,11 +463,21 @@ class PostgresBackend(Backend):
                 if _exists(connection, table):
                     connection.execute(SQL("ANALYZE {0}").format(Identifier(table)))
 
-    def lock_for_replace(self, sql: Sql, tables: Sequence[str]) -> None:
+    def lock_for_replace(self, sql: Sql, tables: Sequence[str], patient: bool = True) -> None:
         """Lock every table about to be replaced in one statement, in the order reads lock
         them (see :meth:`guard_reads`): a read holding some of them and waiting for the
-        others could otherwise wait for the swap while the swap waited for it."""
+        others could otherwise wait for the swap while the swap waited for it.
+
+        The swap waits for the reads in flight to end, and every read begun meanwhile
+        waits behind it (and every write, for the swap holds the write lock): one long
+        read (a ``conflicts()`` of a large namespace, seconds) would hold them all up.
+        So unless ``patient`` the wait is cut at :data:`SWAP_LOCK_WAIT` (the swap fails,
+        and the rebuild tries again a little later); its last attempt waits."""
+        if not patient:
+            sql.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_WAIT}'")
         sql.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
+        if not patient:
+            sql.execute("SET LOCAL lock_timeout = '30s'")
 
     @contextmanager
     def _transaction(self, begin: Sequence[str | Composed]) -> Iterator[PostgresSql]:

@@ -23,8 +23,10 @@ from erstwhile.eventstore.backend import TAGGED, Backend
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import SUFFIX, Shadow, WithoutIndexes
 
-SWAP_ATTEMPTS = 5
-"""How often a rebuild tries to swap its tables in before giving up."""
+SWAP_ATTEMPTS = 10
+"""How often a rebuild tries to swap its tables in before giving up; all but the last
+give up waiting for the reads in flight soon (about 4 s of tries in all, the waits
+between them included: see ``Backend.lock_for_replace``)."""
 
 CLAIM = "#rebuild"
 """The registry row of the rebuild running now, if any: its ``version`` is the instant
@@ -403,7 +405,7 @@ class ProjectionRunner:
                         if live:
                             live.fold_to_tip(sql)
                         builder.fold_to_tip(sql)
-                        self._swap(sql, builder, chosen)
+                        self._swap(sql, builder, chosen, patient=attempt == SWAP_ATTEMPTS - 1)
                         self._drop_claim(sql)
                     # The swapped-in rows are new to the planner's statistics.
                     self.backend.analyze()
@@ -533,8 +535,12 @@ class ProjectionRunner:
                     projection.caught_up(self.shadow.wrap(sql))
         self.shadow.caught_up = True
 
-    def _swap(self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection]) -> None:
-        self.backend.lock_for_replace(sql, [t for p in chosen for t in p.tables])
+    def _swap(
+        self, sql: Sql, builder: ProjectionRunner, chosen: list[Projection], patient: bool
+    ) -> None:
+        """Replace ``chosen``'s tables by the build's. Only the last attempt waits for
+        every read in flight to end (see :meth:`Backend.lock_for_replace`)."""
+        self.backend.lock_for_replace(sql, [t for p in chosen for t in p.tables], patient)
         for projection in chosen:
             reached = builder._tracked(sql, projection)
             for table in projection.tables:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from erstwhile import Ledger, NotFound, State, StoreUnavailable
@@ -583,6 +584,58 @@ def test_a_read_begun_before_a_swap_keeps_what_it_saw(
     assert sorted(m.content for m in reader.facts("office")) == seen
     writer.close()
     reader.close()
+
+
+@pytest.mark.postgres
+def test_a_long_read_during_a_swap_holds_up_no_other_read(postgres_url: str) -> None:
+    """A rebuild's swap must wait for the reads in flight (they lock the tables), and
+    reads begun meanwhile queue behind it: one long read would hold them all up. The
+    swap gives up waiting soon and tries again later, so other reads go on while the
+    long one runs, and the rebuild completes once it has ended."""
+    ledger = Ledger.open(postgres_url, namespace="acme", actor="tester")
+    other = Ledger.open(postgres_url, namespace="acme", actor="other")
+    memory = ledger.remember("The office is in Lisbon", subject="office")
+    long_read_open, end_long_read = threading.Event(), threading.Event()
+
+    def long_read() -> None:
+        with other.log.backend.read() as sql:
+            sql.execute("SELECT count(*) AS n FROM memories")
+            sql.fetchone()
+            long_read_open.set()
+            end_long_read.wait(timeout=30)
+
+    reader = threading.Thread(target=long_read)
+    reader.start()
+    assert long_read_open.wait(timeout=10)
+    rebuilt: list[str] = []
+    rebuild = threading.Thread(target=lambda: rebuilt.append(str(ledger.rebuild())))
+    rebuild.start()
+    try:
+        schema = postgres_url.split("schema=")[1]
+        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as watcher:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not watcher.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "WHERE NOT l.granted AND l.mode = 'AccessExclusiveLock' "
+                "AND c.relnamespace = %s::regnamespace", (schema,),
+            ).fetchone()[0]:  # fmt: skip
+                time.sleep(0.01)  # until the swap waits for the long read
+        seen: list[str] = []
+        reads = threading.Thread(
+            target=lambda: seen.extend(other.get(memory.id).content for _ in range(20))
+        )
+        reads.start()
+        reads.join(timeout=8)  # while the long read still runs
+        assert not reads.is_alive() and seen == ["The office is in Lisbon"] * 20
+        assert rebuild.is_alive()  # the swap is still waiting its turn
+    finally:
+        end_long_read.set()
+        reader.join(timeout=30)
+        rebuild.join(timeout=60)
+    assert rebuilt == ["None"]
+    assert [m.content for m in other.facts("office")] == ["The office is in Lisbon"]
+    ledger.close()
+    other.close()
 
 
 def test_a_retried_swap_catches_the_others_up_again(
