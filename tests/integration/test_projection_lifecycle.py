@@ -650,10 +650,10 @@ def test_a_retried_swap_catches_the_others_up_again(
     seed(reader, 20)
     swap, written = ProjectionRunner._swap, []
 
-    def busy_once(self: ProjectionRunner, *args: Any) -> None:
+    def busy_once(self: ProjectionRunner, *args: Any, **kwargs: Any) -> None:
         if not written:
             raise StoreUnavailable("the store is busy")
-        swap(self, *args)
+        swap(self, *args, **kwargs)
 
     class Backoff:
         """The rebuild's clock, but its wait before a retry is spent writing."""
