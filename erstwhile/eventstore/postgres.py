@@ -38,13 +38,19 @@ NO_TRUNCATE = "erstwhile_events_no_truncate"
 SETUP_LOCK_KEY = 0x6572737477686C65  # "erstwhle": serialises table creation
 HELD_CONTENT = ("memories", "memory_entities", "memory_search", "memory_search_live")
 SCRUBBED = (
-    *HELD_CONTENT, "erstwhile_keys", "erstwhile_idempotency",
     *(table + "__shadow" for table in HELD_CONTENT),
+    *HELD_CONTENT, "erstwhile_keys", "erstwhile_idempotency",
 )  # fmt: skip
 """The tables that hold a memory's content, key or payload digest, which a hard forget
-scrubs: the projections' tables, the key ring, the idempotency claims, and last the
-projections' shadows (the tables a rebuild folds beside them, when one is running or
-was left half-done; a rebuild may drop them at any moment)."""
+scrubs: first the projections' shadows (the tables a rebuild folds beside them, when
+one is running or was left half-done), then the projections' tables, the key ring and
+the idempotency claims. Shadows first: a rebuild may swap them in at any moment, and
+one swapped in after its shadows were scrubbed is clean, while one swapped in before
+is scrubbed under the live name (shadows last, a swap between the two left the erased
+rows' dead versions in the new live tables, vacuumed under neither name)."""
+STATISTICS_ATTEMPTS = 3
+"""How often the scrub vacuums ``pg_statistic`` before giving up: a rebuild's swap,
+dropping tables, can deadlock with it (PostgreSQL cancels one of the two)."""
 SCRUB_MODES = ("vacuum", "full")
 OURS = ("schema", "scrub")
 """The URL's parameters erstwhile reads itself; the rest are libpq's."""
@@ -473,6 +479,10 @@ class PostgresBackend(Backend):
         read (a ``conflicts()`` of a large namespace, seconds) would hold them all up.
         So unless ``patient`` the wait is cut at :data:`SWAP_LOCK_WAIT` (the swap fails,
         and the rebuild tries again a little later); its last attempt waits."""
+        present = self.existing_tables(sql, list(tables))  # a new version may add one
+        tables = [table for table in tables if table in present]
+        if not tables:
+            return
         if not patient:
             sql.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_WAIT}'")
         sql.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
@@ -549,15 +559,22 @@ class PostgresBackend(Backend):
             if notice.severity_nonlocalized == "WARNING":
                 warnings.append(notice.message_primary or "")
 
-        with self.datastore.get_connection() as connection:
-            connection.add_notice_handler(heard)
+        for attempt in range(STATISTICS_ATTEMPTS):
             try:
-                connection.execute(
-                    "VACUUM (FULL) pg_catalog.pg_statistic" if full
-                    else "VACUUM pg_catalog.pg_statistic"
-                )  # fmt: skip
-            finally:
-                connection.remove_notice_handler(heard)
+                with self.datastore.get_connection() as connection:
+                    connection.add_notice_handler(heard)
+                    try:
+                        connection.execute(
+                            "VACUUM (FULL) pg_catalog.pg_statistic" if full
+                            else "VACUUM pg_catalog.pg_statistic"
+                        )  # fmt: skip
+                    finally:
+                        connection.remove_notice_handler(heard)
+                break
+            except psycopg.errors.DeadlockDetected:
+                if attempt == STATISTICS_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
         if full and warnings:
             raise StoreUnavailable(
                 "the erase committed, but the planner's statistics could not be rewritten "

@@ -23,9 +23,9 @@ from erstwhile.eventstore.backend import TAGGED, Backend
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import SUFFIX, Shadow, WithoutIndexes
 
-SWAP_ATTEMPTS = 10
+SWAP_ATTEMPTS = 20
 """How often a rebuild tries to swap its tables in before giving up; all but the last
-give up waiting for the reads in flight soon (about 4 s of tries in all, the waits
+give up waiting for the reads in flight soon (about 13 s of tries in all, the waits
 between them included: see ``Backend.lock_for_replace``)."""
 
 CLAIM = "#rebuild"
@@ -164,9 +164,10 @@ class ProjectionRunner:
                 projection.create(WithoutIndexes(sql, built))
                 if known is None:
                     self._record_version(sql, projection)
-        self.backend.guard_reads([t for p in self.projections for t in p.tables])
         if changed:
             self._rebuild(changed, None, schema_changed=True)
+        # Only now does every table exist: a new version may have added one.
+        self.backend.guard_reads([t for p in self.projections for t in p.tables])
 
     def _rebuilt_indexes(self, sql: Sql) -> set[str]:
         """The indexes a rebuild swapped in, by their own names.

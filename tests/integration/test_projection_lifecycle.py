@@ -530,6 +530,21 @@ def test_a_schema_change_of_what_proposals_read_rebuilds_them_too(
     assert dump(reopened) == rows
 
 
+def test_a_new_version_that_adds_a_table_opens_the_store(store_url: str) -> None:
+    """A new version of a projection may add a table (the search projection's live
+    index once did): the store opens, and the rebuild at opening creates it. Reads
+    that lock every projection table (PostgreSQL) must not lock it before then."""
+    with Ledger.open(store_url, namespace="acme", actor="tester") as ledger:
+        memory = ledger.remember("The office is in Lisbon", subject="office")
+        with ledger.log.backend.write() as sql:  # a store from before that table
+            sql.execute("DROP TABLE memory_search_live")
+            sql.execute("UPDATE erstwhile_projections SET version = version - 1 "
+                        "WHERE name = 'search'")  # fmt: skip
+    with Ledger.open(store_url, namespace="acme", actor="tester") as ledger:
+        assert [hit.memory.id for hit in ledger.search("Lisbon")] == [memory.id]
+        assert [m.id for m in ledger.facts("office")] == [memory.id]
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("swap", ["schema change", "rebuild"])
 def test_a_read_begun_before_a_swap_keeps_what_it_saw(
