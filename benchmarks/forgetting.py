@@ -45,7 +45,7 @@ def _forget_at(context: Context, memories: int) -> list[Result]:
     each = min(context.preset.remember_samples, subjects // 3)
     hard = min(HARD_SAMPLES, each)
     chosen = random.Random(f"forget:{memories}").sample(range(subjects), 2 * each + hard)
-    targets = [_current(ledger, index) for index in chosen]
+    targets = [current_memory(ledger, index) for index in chosen]
     archived, softly, erased = targets[:each], targets[each : 2 * each], targets[2 * each :]
     size, backend = label(memories), context.backend
     archive = interleaved([lambda t: ledger.archive(t[0]), lambda t: raw.retire(*t[1:])],
@@ -62,7 +62,7 @@ def _forget_at(context: Context, memories: int) -> list[Result]:
     ]
 
 
-def _current(ledger: Ledger, index: int) -> Target:
+def current_memory(ledger: Ledger, index: int) -> Target:
     """The newest current memory of subject ``index`` (its last version, or a revision
     the proposal check added)."""
     subject, attribute = subject_name(index), attribute_of(index)

@@ -17,12 +17,11 @@ from rich.console import Console
 
 from benchmarks.datasets import (
     VERSIONS,
-    attribute_of,
     claim,
     questions,
     subject_count,
-    subject_name,
 )
+from benchmarks.forgetting import current_memory
 from benchmarks.stores import Scratch, load_ledger
 from benchmarks.writes import fresh_claims
 from erstwhile import Ledger
@@ -91,7 +90,7 @@ def paths(ledger: Ledger, memories: int) -> dict[str, Callable[[], object]]:
     subjects = rng.sample(range(subject_count(memories)), 200)
     asked = questions(50)
     bulk = [c.arguments() for c in fresh_claims(2_000, offset=5_000_000)]
-    retired = [ledger.facts(subject_name(i), attribute_of(i))[-1].id for i in subjects[100:]]
+    retired = [current_memory(ledger, i)[0] for i in subjects[100:]]
     return {
         "remember x100 (new subjects)": lambda: [
             ledger.remember(**c.arguments()) for c in fresh_claims(100, offset=6_000_000)

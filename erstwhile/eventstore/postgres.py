@@ -59,6 +59,8 @@ CONNECT_TIMEOUT_SECONDS = 10
 PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 """A schema name PostgreSQL takes as it is, quoted or not (eventsourcing's recorders
 write it unquoted into some statements, where another name would fail or fold case)."""
+WRITE_LOCK_WAIT = "30s"
+"""How long a write waits for the write lock (and the tables it touches)."""
 SWAP_LOCK_WAIT = "200ms"
 """How long a rebuild's swap waits for the reads in flight before it tries again later
 (all but its last attempt): the longest any read or write waits behind it then."""
@@ -358,7 +360,7 @@ class PostgresBackend(Backend):
             self.datastore, tracking_table_name="erstwhile_tracking"
         )
         lock = (
-            "SET LOCAL lock_timeout = '30s'",
+            f"SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'",
             SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
                 Identifier(self.datastore.schema), Identifier(self.events_table)
             ),
@@ -462,8 +464,9 @@ class PostgresBackend(Backend):
         self._begin_read = (*BEGIN_READ, SQL("LOCK TABLE {0} IN ACCESS SHARE MODE").format(names))
 
     def analyze_build(self, tables: Sequence[str]) -> None:
-        """ANALYZE a build's tables before they are swapped in: their statistics go with
-        them, so no query is planned on a swapped-in table without any."""
+        """ANALYZE these tables, those that exist: a build's before they are swapped in
+        (their statistics go with them, so no query is planned on a swapped-in table
+        without any), or the live ones (see :meth:`analyze`)."""
         with self.datastore.get_connection() as connection:
             for table in tables:
                 if _exists(connection, table):
@@ -487,7 +490,7 @@ class PostgresBackend(Backend):
             sql.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_WAIT}'")
         sql.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE")
         if not patient:
-            sql.execute("SET LOCAL lock_timeout = '30s'")
+            sql.execute(f"SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'")
 
     @contextmanager
     def _transaction(self, begin: Sequence[str | Composed]) -> Iterator[PostgresSql]:
@@ -677,10 +680,7 @@ class PostgresBackend(Backend):
             "memories", "memory_entities", "memory_versions", "memory_search",
             "memory_search_live", "proposals",
         )  # fmt: skip
-        with self.datastore.get_connection() as connection:
-            for table in tables:
-                if _exists(connection, table):
-                    connection.execute(SQL("ANALYZE {0}").format(Identifier(table)))
+        self.analyze_build(tables)
         self.vacuum("memory_search_live")
 
     def vacuum(self, table: str, options: str = "") -> int:

@@ -69,11 +69,10 @@ class Curation(LedgerCore):
         rebuild. Rejecting a rejected proposal changes nothing."""
         reason = optional_text(reason, "reason")
         key = as_id(proposal_id, "proposal_id", noun="proposal")
-        self.runner.catch_up()
         # The proposal and its older memory are read in one snapshot: read apart, an
         # accept committed between the two reads left the proposal looking open and the
         # older memory's new version looking like the one this rejection was decided on.
-        with translated_errors(), self.log.backend.read() as sql:
+        with self._read_caught_up() as sql:
             row = self._proposal_in(sql, key)
             is_open = row["status"] == "open"
             older = self.reader.state(sql, UUID(row["older_id"])) if is_open else None
@@ -90,8 +89,7 @@ class Curation(LedgerCore):
                 expect={older.id: older.version},
             )  # fmt: skip
         except ConcurrencyConflict:
-            self.runner.catch_up()
-            with translated_errors(), self.log.backend.read() as sql:
+            with self._read_caught_up() as sql:
                 if self._proposal_in(sql, key)["status"] == "rejected":
                     return  # another process's reject came first: rejected, as asked
             raise
@@ -128,8 +126,7 @@ class Curation(LedgerCore):
 
     def _proposal(self, proposal_id: UUID | str) -> Any:
         key = as_id(proposal_id, "proposal_id", noun="proposal")
-        self.runner.catch_up()
-        with translated_errors(), self.log.backend.read() as sql:
+        with self._read_caught_up() as sql:
             return self._proposal_in(sql, key)
 
     def _proposal_in(self, sql: Sql, key: UUID) -> Any:

@@ -312,8 +312,7 @@ class WriteCommands(LedgerCore):
         content encryption are left as they are."""
         if not isinstance(grace, timedelta) or grace < timedelta(0):
             raise ValidationError("grace must be a non-negative timedelta")
-        self.runner.catch_up()
-        with translated_errors(), self.log.backend.read() as sql:
+        with self._read_caught_up() as sql:
             try:
                 cutoff = to_micros(self._present(sql) - grace)
             except OverflowError:  # a grace longer than the calendar: nothing is that old

@@ -214,14 +214,16 @@ class ProjectionRunner:
 
     def caught_up(self, sql: Sql) -> bool:
         """Whether every projection has applied the whole log, in ``sql``'s snapshot."""
-        lowest = min(self.tracked_positions(sql).values(), default=0)
-        return lowest >= self.log.tip(sql).position
+        lowest, head = self._lag_in(sql)
+        return lowest >= head
 
     def lag(self) -> tuple[int, int]:
         """Return the lowest tracked position and the head of the log, from one snapshot."""
         with translated_errors(), self.backend.read() as sql:
-            lowest = min(self.tracked_positions(sql).values(), default=0)
-            return lowest, self.log.tip(sql).position
+            return self._lag_in(sql)
+
+    def _lag_in(self, sql: Sql) -> tuple[int, int]:
+        return min(self.tracked_positions(sql).values(), default=0), self.log.tip(sql).position
 
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
         """Apply every event not yet applied, up to ``until`` when given (a position where
