@@ -94,3 +94,10 @@ def test_window_must_end_after_it_starts(end: datetime) -> None:
 
 def test_closing_a_window() -> None:
     assert Window(MAR).closed_at(JUL) == Window(MAR, JUL)
+
+
+def test_digits_below_the_microsecond_are_cut_not_rounded() -> None:
+    """docs/decisions.md, "Finer than a microsecond is cut, not rounded"."""
+    assert to_utc("2026-03-01T09:00:00.1234567Z") == to_utc("2026-03-01T09:00:00.123456Z")
+    last = to_utc("2026-03-01T23:59:59.999999999+00:00")
+    assert (last.day, last.microsecond) == (1, 999_999)
