@@ -300,11 +300,15 @@ class ProjectionRunner:
         (a position where an append ends) when given; return the lowest position.
 
         A batch ends where an append ended (past ``batch`` events if an append runs on):
-        readers never see part of one append, as its writer promised them. A rebuild
-        passes ``until``: its build must not fold past the live projections it reads,
-        or the proposals it folds there find no candidates. (``until`` bounds the
-        positions read, not their count: a log imported from one namespace's export
-        keeps its positions, gaps and all.)"""
+        readers never see part of one append, as its writer promised them. A rebuild's
+        build is read by nobody until its swap, which folds to the log's tip (where an
+        append ends) under the write lock, so its batches stop at ``batch`` events even
+        inside an append: a writer waits for one batch, however large the appends were
+        (the fold is the same split anywhere, each event folded as known at its own
+        position). A rebuild passes ``until``: its build must not fold past the live
+        projections it reads, or the proposals it folds there find no candidates.
+        (``until`` bounds the positions read, not their count: a log imported from one
+        namespace's export keeps its positions, gaps and all.)"""
         tracked = self.tracked_positions(sql)
         start = min(tracked.values(), default=0)
         if until is not None and until <= start:
@@ -312,7 +316,8 @@ class ProjectionRunner:
         records = self.log.read(sql, EventFilter(after=start, until=until), limit=self.batch)
         if not records:
             return start
-        if len(records) == self.batch and (until is None or records[-1].position < until):
+        runs_on = len(records) == self.batch and (until is None or records[-1].position < until)
+        if runs_on and self.shadow is None:  # a build need not end where an append did
             records += self.log.rest_of_append(sql, records[-1])
         decoded = self.log.decode_many(sql, records)
         return self._fold(sql, list(zip(records, decoded, strict=True)), tracked)

@@ -902,6 +902,58 @@ def test_a_writer_takes_turns_with_a_rebuilds_transactions(
     assert written_meanwhile >= batches // 4, (batches, written_meanwhile)
 
 
+def test_a_rebuild_splits_a_large_append_into_batches(open_ledger: OpenLedger) -> None:
+    """A build's batches stop at ``batch`` events even inside one append (nobody reads
+    the build before its swap), so a writer waits for one batch, not for the fold of
+    the largest append: here one append of 120 memories, built in batches of 10."""
+    ledger = open_ledger(namespace="acme")
+    ledger.remember_many({"content": f"note {n}", "kind": "note"} for n in range(120))
+    ledger.runner.batch = 10
+    reached: list[int] = []
+    ledger.rebuild(progress=lambda name, position, head: reached.append(position))
+    steps = sorted(set(reached))
+    assert len(steps) >= 12, steps
+    assert all(b - a <= 10 for a, b in zip([0, *steps], steps, strict=False)), steps
+
+
+def test_a_rebuild_split_anywhere_inside_appends_folds_what_the_writes_folded(
+    open_ledger: OpenLedger, clock: ManualClock
+) -> None:
+    """Folding an append in pieces gives what folding it whole gave: appends whose
+    events supersede, propose and close each other, rebuilt in batches that cut them
+    at every position."""
+    ledger = open_ledger(namespace="acme")
+    first = ledger.remember_many(
+        [{"content": f"owl {n} roosts in barn {n % 3}", "subject": f"owl {n % 4}",
+          "attribute": "roost", "value": f"barn {n % 3}", "entities": [f"barn {n % 3}"],
+          "valid_from": f"2026-0{1 + n % 6}-01T00:00:00Z"} for n in range(12)]
+        + [{"content": f"barn {n} needs a new roof", "entities": [f"barn {n}"],
+            "valid_from": MAR} for n in range(3)]
+        + [{"content": f"barn {n} roof is fine", "entities": [f"barn {n}"],
+            "valid_from": "2026-04-01T00:00:00Z"} for n in range(3)]
+    )  # fmt: skip
+    clock.advance(minutes=1)
+    ledger.remember_many(
+        {"content": f"owl {n} moved to the silo", "subject": f"owl {n}", "attribute": "roost",
+         "value": "silo", "valid_from": "2026-08-01T00:00:00Z", "policy": "timestamp_wins"}
+        for n in range(4)
+    )  # fmt: skip
+    clock.advance(minutes=1)
+    ledger.revise(first[12].id, "barn 0 roof was fixed", valid_from="2026-05-01T00:00:00Z")
+    proposals = ledger.proposals()
+    assert len(proposals) >= 2
+    ledger.accept(proposals[0].id)
+    ledger.reject(proposals[-1].id, reason="both hold")
+    ledger.archive(first[13].id)
+    ledger.forget(first[14].id)
+    ledger.forget(first[15].id, hard=True)
+    folded = dump(ledger)
+    for batch in (1, 2, 3, 7):
+        ledger.runner.batch = batch
+        ledger.rebuild()
+        assert dump(ledger) == folded, batch
+
+
 def test_a_claim_from_another_host_or_boot_waits_for_its_lapse(open_ledger: OpenLedger) -> None:
     """A process id says nothing about a process of another host: such a claim holds."""
     ledger = open_ledger(namespace="acme")
