@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import orjson
@@ -235,6 +235,13 @@ def _plain(text: str | None, field: str) -> str | None:
 Claim = tuple[str | None, str | None, str, str]
 
 
+def as_read_back(value: Any, encoded: bytes) -> Any:
+    """A JSON value as the ledger will read it back: a list or object is rebuilt from its
+    JSON (``encoded``), so a tuple in it is a list in the memory a write returns, as in
+    every later read; a scalar reads back as it is."""
+    return orjson.loads(encoded) if isinstance(value, list | tuple | dict) else value
+
+
 def canonical_json(value: Any) -> str:
     """Return a JSON value in one canonical spelling, for comparing values: keys sorted,
     and a whole number one spelling whether written ``1`` or ``1.0`` (JSON does not
@@ -356,24 +363,29 @@ class MemoryDraft(BaseModel):
             0 <= confidence <= 1
         ):
             raise ValueError(f"confidence must be between 0 and 1, got {brief(confidence)}")
-        return float(confidence)
+        return float(confidence) + 0.0  # -0.0 is 0.0, as SQLite stores it
 
     @field_validator("value")
     @classmethod
     def _value(cls, value: Any) -> Any:
         check_json(value, "value")
-        if value is not None and len(orjson.dumps(value)) > MAX_VALUE_BYTES:
+        if value is None:
+            return None
+        encoded = orjson.dumps(value)
+        if len(encoded) > MAX_VALUE_BYTES:
             raise ValueError(f"value is larger than {MAX_VALUE_BYTES} bytes as JSON (64 KiB)")
-        return value
+        return as_read_back(value, encoded)
 
     @field_validator("metadata")
     @classmethod
     def _metadata(cls, metadata: dict[str, Any] | None) -> dict[str, Any] | None:
-        if metadata is not None:
-            check_json(metadata, "metadata")
-            if len(orjson.dumps(metadata)) > MAX_METADATA_BYTES:
-                raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes (16 KiB)")
-        return metadata
+        if metadata is None:
+            return None
+        check_json(metadata, "metadata")
+        encoded = orjson.dumps(metadata)
+        if len(encoded) > MAX_METADATA_BYTES:
+            raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes (16 KiB)")
+        return cast(dict[str, Any], as_read_back(metadata, encoded))
 
     @model_validator(mode="after")
     def _window_and_kind(self) -> MemoryDraft:

@@ -189,6 +189,19 @@ def test_what_a_write_returns_is_what_get_reads_back(open_ledger: OpenLedger) ->
     assert made[0].vector_clock == {"ada": 3, "bob": 1}
 
 
+def test_a_write_returns_values_as_they_read_back(ledger: Ledger) -> None:
+    """Tuples in a value or metadata are JSON lists in the log, so they are lists in the
+    memory a write returns too; a confidence of -0.0 is 0.0 (SQLite keeps no sign)."""
+    made = ledger.remember("pair", subject="p", attribute="a", value=(1, (2, 3)),
+                           metadata={"k": (3, 4)}, confidence=-0.0)  # fmt: skip
+    assert (made.value, made.metadata) == ([1, [2, 3]], {"k": [3, 4]})
+    assert str(made.confidence) == "0.0"
+    assert made == ledger.get(made.id)
+    revised = ledger.revise(made.id, "pair again", value=("x",), metadata={"k": ()})
+    assert (revised.value, revised.metadata) == (["x"], {"k": []})
+    assert revised == ledger.get(revised.id)
+
+
 def test_a_large_batch_stores_every_character_as_given(ledger: Ledger) -> None:
     """A batch large enough to be loaded in bulk (COPY on PostgreSQL, whose text format
     escapes tabs, newlines, backslashes and its NULL marker) reads back unchanged."""
