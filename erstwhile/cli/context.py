@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
 from erstwhile.domain.errors import ErstwhileError, StoreUnavailable, ValidationError
-from erstwhile.eventstore import URL_VARIABLE, missing_store, sqlite_path
+from erstwhile.eventstore import URL_VARIABLE, missing_store, store_before, undo_creation
+from erstwhile.eventstore.backend import StoreBefore
 from erstwhile.ledger import Ledger
 
 
@@ -36,8 +37,8 @@ class Settings:
         missing = None if create else missing_store(self.db)
         if missing is not None:
             raise StoreUnavailable(
-                f"no store at {missing}: nothing has been written there (name the store with "
-                f"--db or ${URL_VARIABLE}; `erstwhile remember` or `import` creates one)"
+                f"no store at {missing}: no ledger has been written there (name the store "
+                f"with --db or ${URL_VARIABLE}; `erstwhile remember` or `import` creates one)"
             )
         return Ledger.open(
             self.db,
@@ -64,24 +65,32 @@ def open_ledger(
 @contextmanager
 def first_write(ctx: typer.Context) -> Iterator[Ledger]:
     """Open the ledger for a command that may be its store's first write (``remember``,
-    ``import``). Should the command fail having written nothing into a SQLite file this
-    opening created, the file goes again: a refused first write leaves no empty store
-    behind, which a later read would answer from as if nothing had been remembered.
-    (Another process may have opened the new file meanwhile; it is left alone unless
-    the log is still empty.)"""
-    path = sqlite_path(settings(ctx).db)
-    created = path is not None and not path.exists()
+    ``import``). Should the command fail, or write nothing (an import of no events), into
+    a store that held no ledger, what opening it created goes again: the SQLite file or
+    the PostgreSQL schema, or the ledger's tables in a file or schema that held others
+    (and the file's journal mode is set back). A refused first write leaves no empty
+    store behind, which a later read would answer from as if nothing had been
+    remembered. (Another process may have opened the new store meanwhile; it is left
+    alone unless the log is still empty.)"""
+    db = settings(ctx).db
+    before = store_before(db)
     ledger = open_ledger(ctx, create=True)
     try:
         yield ledger
     except BaseException:
-        empty = created and _still_empty(ledger)
-        ledger.close()
-        if empty:
-            for file in ledger.log.backend.files():
-                file.unlink(missing_ok=True)
+        _close_first(ledger, db, before)
         raise
+    _close_first(ledger, db, before)
+
+
+def _close_first(ledger: Ledger, db: str | None, before: StoreBefore) -> None:
+    """Close a first write's ledger, taking away the store it created if its log is
+    still empty (see :func:`first_write`)."""
+    empty = not before.holds_log and _still_empty(ledger)
     ledger.close()
+    if empty:
+        with suppress(ErstwhileError):  # the command's own outcome is what to report
+            undo_creation(db, before)
 
 
 def _still_empty(ledger: Ledger) -> bool:

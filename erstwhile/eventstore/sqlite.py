@@ -27,7 +27,7 @@ from eventsourcing.sqlite import (
 )
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import Backend, Sql
+from erstwhile.eventstore.backend import Backend, Sql, StoreBefore
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 BUSY_TIMEOUT_SECONDS = 30
@@ -207,6 +207,38 @@ class SQLiteSql:
 # SQLite has no UUID type: UUIDs are stored as their canonical text. (An adapter, not a
 # conversion of every parameter in Python: sqlite3 consults it only for UUIDs.)
 sqlite3.register_adapter(UUID, str)
+
+
+def file_before(path: Path) -> StoreBefore:
+    """What the SQLite file at ``path`` holds, found without creating or changing
+    anything (read-only; a file in WAL mode is read with its WAL): nothing when it is
+    not there; else its tables and journal mode. ``sqlite3.Error`` when it cannot be
+    read as a database (opening it then says why)."""
+    if not path.exists():
+        return StoreBefore(None)
+    raw = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        (mode,) = raw.execute("PRAGMA journal_mode").fetchone()
+    finally:
+        raw.close()
+    return StoreBefore(frozenset(name for (name,) in rows), mode)
+
+
+def undo_creation(path: Path, before: StoreBefore) -> None:
+    """Take a ledger's tables out of a file that held other tables before it was opened
+    as a ledger (with the log still empty), and set its journal mode back."""
+    raw = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
+    try:
+        rows = raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+        made = [(name, sql or "") for name, sql in rows if name not in (before.tables or ())]
+        # A virtual table first: dropping it drops the shadow tables it made.
+        for name, _ in sorted(made, key=lambda row: not row[1].startswith("CREATE VIRTUAL")):
+            raw.execute(f'DROP TABLE IF EXISTS "{name}"')
+        if before.journal_mode:
+            raw.execute(f"PRAGMA journal_mode={before.journal_mode}")
+    finally:
+        raw.close()
 
 
 def _begin_immediate(raw: sqlite3.Connection) -> None:

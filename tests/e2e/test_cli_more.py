@@ -242,7 +242,7 @@ def test_only_a_first_write_creates_a_postgresql_store(tmp_path: Path, postgres_
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     for result in run_all(tmp_path, *(["--db", postgres_url, *read] for read in reads)):
         assert failed_cleanly(result, 1), result
-        assert f"(schema {schema}): nothing has been written there" in result.stderr
+        assert f"(schema {schema}): no ledger has been written there" in result.stderr
     with psycopg.connect(postgres_url.split("?")[0]) as admin:
         found = admin.execute("SELECT count(*) FROM information_schema.schemata "
                               "WHERE schema_name = %s", (schema,)).fetchone()  # fmt: skip
@@ -287,6 +287,70 @@ def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
     assert exported.code == 0
     imported = run(tmp_path, "--db", "copy.db", "import", "out.jsonl")
     assert imported.code == 0 and (tmp_path / "copy.db").exists()
+
+
+def test_a_file_of_another_program_is_no_store_and_is_left_as_it_was(tmp_path: Path) -> None:
+    """A SQLite file without the ledger's log (another program's database, an empty
+    file) is no store: a read says so and adds nothing to it; a refused first write
+    takes its tables out again and sets its journal mode back; an import of nothing
+    makes no store."""
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as connection:
+        connection.execute("CREATE TABLE t (x)")
+        connection.execute("INSERT INTO t VALUES (1)")
+    (tmp_path / "empty.db").touch()
+    (tmp_path / "nothing.jsonl").touch()
+
+    def state() -> list[Any]:
+        with sqlite3.connect(other) as connection:
+            return [connection.execute("SELECT name FROM sqlite_master").fetchall(),
+                    connection.execute("PRAGMA journal_mode").fetchone(),
+                    connection.execute("SELECT x FROM t").fetchall()]  # fmt: skip
+
+    before = state()
+    results = run_all(tmp_path, ["--db", "other.db", "facts", "team"],
+                      ["--db", "empty.db", "search", "coffee"],
+                      ["--db", "other.db", "remember", ""])  # fmt: skip
+    assert all(failed_cleanly(result, 1) for result in results), results
+    assert "no store at other.db: no ledger" in results[0].stderr
+    assert "no store at empty.db: no ledger" in results[1].stderr
+    assert state() == before
+    assert (tmp_path / "empty.db").stat().st_size == 0
+    empty = run(tmp_path, "--db", "fresh.db", "import", "nothing.jsonl")
+    assert empty.code == 0 and not (tmp_path / "fresh.db").exists()
+    assert run(tmp_path, "--db", "other.db", "remember", "The team uses Supabase").code == 0
+    found = run(tmp_path, "--db", "other.db", "--json", "search", "Supabase")
+    assert [h["memory"]["content"] for h in found.json()] == ["The team uses Supabase"]
+
+
+@pytest.mark.postgres
+def test_a_refused_first_write_leaves_a_postgresql_schema_as_it_was(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A schema the first write created goes again when that write is refused; in a
+    schema that held other tables, only the ledger's own go."""
+    schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
+    server = postgres_url.split("?")[0]
+    shared = f"{postgres_url}x"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}x"')
+        admin.execute(f'CREATE TABLE "{schema}x".t (x int)')
+    (tmp_path / "garbage.jsonl").write_text("garbage\n")
+    refused = run_all(tmp_path, ["--db", postgres_url, "remember", ""],
+                      ["--db", shared, "import", "garbage.jsonl"])  # fmt: skip
+    assert all(failed_cleanly(result, 1) for result in refused), refused
+    with psycopg.connect(server) as admin:
+        schemas = admin.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
+                                (f"{schema}%",)).fetchall()  # fmt: skip
+        tables = admin.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                               (f"{schema}x",)).fetchall()  # fmt: skip
+        functions = admin.execute(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE nspname = %s", (f"{schema}x",)).fetchone()  # fmt: skip
+    assert (schemas, tables, functions) == ([(f"{schema}x",)], [("t",)], (0,))
+    assert run(tmp_path, "--db", shared, "remember", "The team uses Supabase").code == 0
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA "{schema}x" CASCADE')
 
 
 def test_known_at_now_is_what_the_ledger_knows_now(tmp_path: Path) -> None:
