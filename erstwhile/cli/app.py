@@ -11,6 +11,7 @@ import io
 import os
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -23,7 +24,7 @@ from erstwhile.cli.audit import audit_app
 from erstwhile.cli.context import Settings, settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
 from erstwhile.cli.output import console, dump, memory_table, print_json
-from erstwhile.cli.params import TIME_HELP, flag
+from erstwhile.cli.params import INVOCATION_NOW, TIME_HELP, flag
 from erstwhile.cli.projections import projections_app
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError
 from erstwhile.ledger import Ledger
@@ -71,6 +72,7 @@ def options(
 ) -> None:
     """erstwhile: a bi-temporal, event-sourced memory ledger."""
     ctx.obj = Settings(db=db, namespace=namespace, actor=actor, json=json)
+    INVOCATION_NOW.set(datetime.now(UTC))
 
 
 def exit_code(error: ErstwhileError) -> int:
@@ -153,7 +155,8 @@ def usage_message(error: TyperException) -> str:
     """The message of a usage error; for a global option given after the command
     (``erstwhile facts team --json``), where it goes instead."""
     option = getattr(error, "option_name", None)
-    if option in GLOBAL_OPTIONS:
+    unknown_here = hasattr(error, "possibilities")  # no such option (not one left bare)
+    if option in GLOBAL_OPTIONS and unknown_here:
         return (
             f"{option} is an option of erstwhile itself: give it before the command "
             f"(erstwhile {option} ... COMMAND ...)"

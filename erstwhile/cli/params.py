@@ -8,8 +8,9 @@ A value that does not parse is a usage error (exit 2), reported before the ledge
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from datetime import UTC, date, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import orjson
 import typer
@@ -17,16 +18,20 @@ import typer
 from erstwhile.domain import memory
 from erstwhile.domain.errors import ValidationError
 from erstwhile.domain.memory import Kind
+from erstwhile.ledger.core import Policy
 
 _BARE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 TIME_HELP = "TIME is ISO 8601 with an offset or Z, a bare date (midnight UTC), or 'now'."
 
 
 def parse_time(text: str) -> datetime:
-    """Read an instant: ISO 8601 with an offset or ``Z``, a bare date (midnight UTC), or now."""
+    """Read an instant: ISO 8601 with an offset or ``Z`` (or ``z``), a bare date (midnight
+    UTC), or now (:func:`invocation_now`)."""
     cleaned = text.strip()
     if cleaned.lower() == "now":
-        return datetime.now(UTC)
+        return invocation_now()
+    if cleaned.endswith("z"):  # RFC 3339 allows it; Python's parser takes only "Z"
+        cleaned = cleaned[:-1] + "Z"
     try:
         if _BARE_DATE.fullmatch(cleaned):
             return datetime.combine(date.fromisoformat(cleaned), datetime.min.time(), UTC)
@@ -42,6 +47,17 @@ def parse_time(text: str) -> datetime:
         return parsed.astimezone(UTC)
     except OverflowError:
         raise typer.BadParameter(f"{text!r} is outside the years 1 to 9999 in UTC") from None
+
+
+def invocation_now() -> datetime:
+    """This command's "now", read from the clock once, as the command starts
+    (:data:`INVOCATION_NOW`): every TIME given as ``now`` in one command is one instant
+    (``revise --at now --valid-from now`` agrees with itself)."""
+    return INVOCATION_NOW.get() or datetime.now(UTC)
+
+
+INVOCATION_NOW: ContextVar[datetime | None] = ContextVar("erstwhile_now", default=None)
+"""Set by the app's callback, before a command's options are read."""
 
 
 def parse_value(text: str) -> Any:
@@ -80,7 +96,17 @@ def exact_json(text: str) -> Any:
     """Parse JSON with orjson, as the ledger stores it, an integer beyond 64 bits (which
     orjson would round into a float) or nesting too deep anywhere in it being a usage
     error (see :func:`erstwhile.domain.memory.check_integers`)."""
-    parsed = orjson.loads(text)
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        if "infinity when parsed as double" in str(error):  # JSON, but no double holds it
+            number = re.match(r"-?[\d.eE+-]+", text[error.pos :])
+            shown = number.group() if number else "a number"
+            raise typer.BadParameter(
+                f"{shown} is beyond what a JSON number can hold (a double); quote it to "
+                "keep it as text"
+            ) from None
+        raise
     try:
         memory.check_integers(text)  # all of them: the text is short, and a usage error
     except ValidationError as error:
@@ -95,6 +121,17 @@ def parse_kind(text: str) -> Kind:
         return Kind(text.strip().lower())
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a kind; use one of {', '.join(Kind)}") from None
+
+
+def parse_policy(text: str) -> str:
+    """Read a ``remember`` policy, case-insensitively."""
+    policy = text.strip().lower()
+    if policy not in POLICIES:
+        raise typer.BadParameter(f"{text!r} is not a policy; use one of {', '.join(POLICIES)}")
+    return policy
+
+
+POLICIES: tuple[str, ...] = get_args(Policy)
 
 
 REPEATABLE = frozenset({"entities", "evidence", "supersedes"})

@@ -31,6 +31,7 @@ from erstwhile.cli.params import (
     ValueOpt,
     flag,
     given,
+    parse_policy,
     time_option,
 )
 from erstwhile.ledger import Policy
@@ -66,6 +67,7 @@ def remember(
         Policy | None,
         typer.Option(
             metavar="POLICY",
+            parser=parse_policy,
             help="propose (default): suggest supersessions for review; timestamp_wins: "
             "supersede every older claim that clears the bar.",
         ),

@@ -326,7 +326,10 @@ class MemoryDraft(BaseModel):
     @field_validator("entities", mode="before")
     @classmethod
     def _entities(cls, entities: Any) -> tuple[str, ...]:
-        names = normalise_entities(_listed(entities, "entities", "names"))
+        listed = _listed(entities, "entities", "names")
+        if any(isinstance(name, str) and not name.strip() for name in listed):
+            raise ValueError("entities must not be blank")  # as subjects and evidence
+        names = normalise_entities(listed)
         for name in names:
             _plain(name, "entities")
             _fits_an_index(name, "an entity")

@@ -35,6 +35,8 @@ def to_utc(value: Instant, field: str = "time") -> datetime:
     given = value
     if isinstance(value, str):
         text = value.strip()
+        if text.endswith("z"):  # RFC 3339 allows it; Python's parser takes only "Z"
+            text = text[:-1] + "Z"
         try:
             if "\x00" in text:  # fromisoformat stops reading at a trailing NUL
                 raise ValueError(text)

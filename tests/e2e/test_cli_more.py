@@ -522,15 +522,32 @@ def test_a_global_option_after_the_command_says_where_it_goes(tmp_path: Path) ->
     """``erstwhile facts team --json`` is a usage error (the option is erstwhile's own):
     it says to give the option before the command, not which of the command's own
     options it might have meant."""
-    late_json, late_db, unknown = run_all(
+    late_json, late_db, unknown, bare_db = run_all(
         tmp_path, ["facts", "team", "--json"], ["facts", "team", "--db", "x.db"],
-        ["facts", "team", "--bogus"],
+        ["facts", "team", "--bogus"], ["--db"],
     )  # fmt: skip
     for result, option in ((late_json, "--json"), (late_db, "--db")):
         assert failed_cleanly(result, 2)
         assert f"error: {option} is an option of erstwhile itself: give it before" in result.stderr
     assert failed_cleanly(unknown, 2) and "No such option: --bogus" in unknown.stderr
+    # Given before the command but without its value, it is that which is wrong.
+    assert failed_cleanly(bare_db, 2) and "'--db' requires an argument" in bare_db.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_now_of_one_command_is_one_instant(tmp_path: Path) -> None:
+    """``now`` is read once per command: a revise at now opening now agrees with
+    itself, and a memory's window, occurrence and extraction given as now coincide.
+    (A policy, like a kind, is read whatever its case.)"""
+    made = run(tmp_path, "--json", "remember", "w", "--valid-from", "now",
+               "--occurred-at", "NOW", "--extracted-at", "now").json()  # fmt: skip
+    assert made["valid_from"] == made["occurred_at"] == made["extracted_at"]
+    older = run(tmp_path, "--json", "remember", "v", "--subject", "s", "--attribute", "a").json()
+    revised = run(tmp_path, "--json", "revise", older["id"], "next", "--at", "now",
+                  "--valid-from", "now")  # fmt: skip
+    assert revised.code == 0 and revised.json()["supersedes"] == [older["id"]]
+    upper = run(tmp_path, "--json", "remember", "u", "--policy", "TIMESTAMP_WINS")
+    assert upper.code == 0
 
 
 @pytest.mark.postgres

@@ -25,6 +25,7 @@ from erstwhile.cli.params import given, parse_kind, parse_metadata, parse_time, 
     [
         ("2026-03-15", datetime(2026, 3, 15, tzinfo=UTC)),
         ("2026-03-15T10:30:00Z", datetime(2026, 3, 15, 10, 30, tzinfo=UTC)),
+        ("2026-03-15t10:30:00z", datetime(2026, 3, 15, 10, 30, tzinfo=UTC)),
         ("2026-03-15T10:30:00+02:00", datetime(2026, 3, 15, 8, 30, tzinfo=UTC)),
         (" 2026-03-15T10:30:00.000123-05:00 ", datetime(2026, 3, 15, 15, 30, 0, 123, tzinfo=UTC)),
     ],
@@ -87,6 +88,16 @@ def test_an_integer_json_cannot_keep_is_refused_wherever_it_nests(text: str) -> 
     with pytest.raises(typer.BadParameter, match="64 bits"):
         parse_metadata(f'{{"n": {text}}}')
     assert parse_value(f'{{"n": {2**64 - 1}}}') == {"n": 2**64 - 1}
+
+
+@pytest.mark.parametrize("text", ["1e999", "[1, -1e400]", '{"a": {"b": 1e999}}'])
+def test_a_number_no_double_holds_is_refused_not_kept_as_text(text: str) -> None:
+    """It is JSON, so it is not the text it spells; nor can the log keep it."""
+    with pytest.raises(typer.BadParameter, match="beyond what a JSON number can hold"):
+        parse_value(text)
+    with pytest.raises(typer.BadParameter, match="beyond what a JSON number can hold"):
+        parse_metadata(f'{{"n": {text}}}')
+    assert parse_value("1e308") == 1e308 and parse_value("about 1e999") == "about 1e999"
 
 
 def test_json_nested_past_the_parsers_depth_is_a_usage_error() -> None:

@@ -88,6 +88,7 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "entities": [3]}, "text"),
     ({"content": "x", "evidence": "https://example.org"}, "not one string"),
     ({"content": "x", "evidence": [""]}, "blank"),
+    ({"content": "x", "entities": ["Berlin", " "]}, "entities must not be blank"),
     ({"content": "x", "colour": "red"}, "unknown argument"),
     # What the log's encoder or the stores cannot hold is refused up front.
     ({"content": "x", "value": 2**64}, "64 bits"),

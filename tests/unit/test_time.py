@@ -26,6 +26,7 @@ def test_iso_text_with_z_or_offset_becomes_utc() -> None:
     assert to_utc("2026-03-01T00:00:00Z") == MAR
     assert to_utc("2026-03-01T02:00:00+02:00") == MAR
     assert to_utc("2026-03-01T02:00:00+02:00").tzinfo == UTC
+    assert to_utc("2026-03-01t00:00:00z") == MAR  # RFC 3339 allows lower case
 
 
 def test_aware_datetimes_are_converted_to_utc() -> None:
