@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
 from erstwhile.domain.errors import ErstwhileError, StoreUnavailable, ValidationError
-from erstwhile.eventstore import URL_VARIABLE, missing_store, store_before, undo_creation
-from erstwhile.eventstore.backend import StoreBefore
+from erstwhile.eventstore import URL_VARIABLE, missing_store, sqlite_path
 from erstwhile.ledger import Ledger
 
 
@@ -31,13 +30,14 @@ class Settings:
         Only with ``create`` may a store that is not there be made (a SQLite file, or the
         tables of a PostgreSQL schema): a read of a mistyped ``--db`` or schema, or run in
         another folder than the store's, would otherwise answer from an empty store made
-        for it, as if nothing had ever been remembered (and leave that store behind).
-        ``StoreUnavailable`` says where it looked instead.
+        for it, as if nothing had ever been remembered (and leave that store behind). A
+        store whose log holds no event is refused alike (another program's database, or
+        what a refused first write left): ``StoreUnavailable`` says where it looked.
         """
         missing = None if create else missing_store(self.db)
         if missing is not None:
             raise StoreUnavailable(
-                f"no store at {missing}: no ledger has been written there (name the store "
+                f"no store at {missing}: no events have been written there (name the store "
                 f"with --db or ${URL_VARIABLE}; `erstwhile remember` or `import` creates one)"
             )
         return Ledger.open(
@@ -65,32 +65,35 @@ def open_ledger(
 @contextmanager
 def first_write(ctx: typer.Context) -> Iterator[Ledger]:
     """Open the ledger for a command that may be its store's first write (``remember``,
-    ``import``). Should the command fail, or write nothing (an import of no events), into
-    a store that held no ledger, what opening it created goes again: the SQLite file or
-    the PostgreSQL schema, or the ledger's tables in a file or schema that held others
-    (and the file's journal mode is set back). A refused first write leaves no empty
-    store behind, which a later read would answer from as if nothing had been
-    remembered. (Another process may have opened the new store meanwhile; it is left
-    alone unless the log is still empty.)"""
-    db = settings(ctx).db
-    before = store_before(db)
+    ``import``). Should the command fail having written nothing into a SQLite file this
+    opening created, the file goes again: a refused first write leaves no empty file
+    behind. (Another process may have opened the new file meanwhile; it is left alone
+    unless the log is still empty.) Elsewhere (a PostgreSQL schema, another program's
+    file) the ledger's empty tables stay, dropping nothing that another process may be
+    using; reads refuse a store whose log is empty all the same (see :meth:`Settings.open`)."""
+    path = sqlite_path(settings(ctx).db)
+    created = path is not None and not path.exists()
     ledger = open_ledger(ctx, create=True)
     try:
         yield ledger
     except BaseException:
-        _close_first(ledger, db, before)
+        empty = created and _still_empty(ledger)
+        ledger.close()
+        if empty and path is not None:
+            _remove_store_file(path)
         raise
-    _close_first(ledger, db, before)
-
-
-def _close_first(ledger: Ledger, db: str | None, before: StoreBefore) -> None:
-    """Close a first write's ledger, taking away the store it created if its log is
-    still empty (see :func:`first_write`)."""
-    empty = not before.holds_log and _still_empty(ledger)
     ledger.close()
-    if empty:
-        with suppress(ErstwhileError):  # the command's own outcome is what to report
-            undo_creation(db, before)
+
+
+def _remove_store_file(path: Path) -> None:
+    """Remove a SQLite store this command created, and the files SQLite keeps beside it:
+    the file a link names (SQLite writes through links), never the link itself, which
+    the user made."""
+    for store in {path.resolve(), path.absolute()}:
+        if store.is_symlink():
+            continue
+        for end in ("", "-wal", "-shm", "-journal"):
+            store.with_name(store.name + end).unlink(missing_ok=True)
 
 
 def _still_empty(ledger: Ledger) -> bool:

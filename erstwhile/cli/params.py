@@ -7,6 +7,7 @@ A value that does not parse is a usage error (exit 2), reported before the ledge
 
 from __future__ import annotations
 
+import json
 import re
 from contextvars import ContextVar
 from datetime import UTC, date, datetime
@@ -99,7 +100,7 @@ def exact_json(text: str) -> Any:
     try:
         parsed = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        if "infinity when parsed as double" in str(error):  # JSON, but no double holds it
+        if "infinity when parsed as double" in str(error) and _is_json(text):
             number = re.match(r"-?[\d.eE+-]+", text[error.pos :])
             shown = number.group() if number else "a number"
             raise typer.BadParameter(
@@ -113,6 +114,21 @@ def exact_json(text: str) -> Any:
         hint = "; quote it to keep it as text" if "64 bits" in str(error) else ""
         raise typer.BadParameter(f"{error}{hint}") from None
     return parsed
+
+
+def _is_json(text: str) -> bool:
+    """Whether ``text`` is JSON by its grammar (the standard library's parser reads a
+    number too large for a double as infinity, where orjson stops; it also reads
+    ``NaN`` and ``Infinity``, which JSON has not)."""
+    try:
+        json.loads(text, parse_constant=_not_json)
+    except ValueError:
+        return False
+    return True
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def parse_kind(text: str) -> Kind:

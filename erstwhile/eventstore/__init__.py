@@ -8,18 +8,10 @@ The URL picks the backend: ``sqlite:///path/ledger.db`` or
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import (
-    Backend,
-    Sql,
-    StoreBefore,
-    in_lists,
-    marks,
-    translated_errors,
-)
+from erstwhile.eventstore.backend import Backend, Sql, in_lists, marks, translated_errors
 from erstwhile.eventstore.log import ERASED_FINGERPRINT, AppendResult, EventFilter, EventLog
 from erstwhile.eventstore.records import IdempotencyClaim, RecordedEvent
 
@@ -41,9 +33,7 @@ __all__ = [
     "open_backend",
     "resolve_url",
     "sqlite_path",
-    "store_before",
     "translated_errors",
-    "undo_creation",
 ]
 
 
@@ -78,72 +68,33 @@ def _file_of(rest: str) -> str:
     return rest[1:] if rest.startswith("/") else rest
 
 
-def store_before(url: str | os.PathLike[str] | None = None) -> StoreBefore:
-    """What the store a URL names holds, found without creating anything (see
-    :class:`StoreBefore`). A SQLite file that cannot be read as a database is taken
-    for a store (opening it says why)."""
+def missing_store(url: str | os.PathLike[str] | None = None) -> str | None:
+    """Where the store a URL names would be, when nothing has been written there (None
+    when its log holds an event), found without creating anything: a SQLite file that is
+    not there, holds no ledger (another program's database, an empty file) or a ledger
+    whose log is empty; a PostgreSQL schema that is not there, holds no ledger, or one
+    whose log is empty. A URL no store can be opened at is left to the opening, which
+    says why."""
     resolved = resolve_url(url)
-    if not resolved.startswith(("postgresql://", "postgres://")):
-        from erstwhile.eventstore.sqlite import file_before
+    scheme, _, rest = resolved.partition("://")
+    if scheme == "sqlite":
+        from erstwhile.eventstore.sqlite import holds_events
 
-        path = sqlite_path(url)
-        try:
-            return file_before(path) if path is not None else StoreBefore(None)
-        except sqlite3.Error:
-            return StoreBefore(frozenset({"erstwhile_events"}))
+        path = _file_of(rest)
+        if not path or path == ":memory:" or ("://" in _chosen(url) and "?" in rest):
+            return None
+        file = Path(path).expanduser()
+        return None if holds_events(file) else str(file)
+    if scheme not in ("postgresql", "postgres"):
+        return None
     from erstwhile.eventstore.postgres import PostgresBackend
 
     with translated_errors():
         backend = PostgresBackend(resolved)
         try:
-            return backend.before()
+            return None if backend.holds_events() else backend.where()
         finally:
             backend.close()
-
-
-def missing_store(url: str | os.PathLike[str] | None = None) -> str | None:
-    """Where the store a URL names would be, when it holds no ledger yet (None when it
-    does), found without creating anything: a SQLite file that is not there or holds no
-    log (another program's database, an empty file), or a PostgreSQL schema without the
-    log's table (opening any of them would create the ledger's tables there)."""
-    if store_before(url).holds_log:
-        return None
-    path = sqlite_path(url)
-    if path is not None:
-        return str(path)
-    from erstwhile.eventstore.postgres import PostgresBackend
-
-    with translated_errors():
-        backend = PostgresBackend(resolve_url(url))
-        try:
-            return backend.where()
-        finally:
-            backend.close()
-
-
-def undo_creation(url: str | os.PathLike[str] | None, before: StoreBefore) -> None:
-    """Take away what opening the store as a ledger created, once a first write into it
-    failed with its log still empty (see ``erstwhile.cli.context.first_write``): the
-    SQLite file, or the tables added to one that held others; the PostgreSQL schema, or
-    the tables added to it."""
-    path = sqlite_path(url)
-    if path is None:
-        from erstwhile.eventstore.postgres import PostgresBackend
-
-        with translated_errors():
-            backend = PostgresBackend(resolve_url(url))
-            try:
-                backend.undo_creation(before)
-            finally:
-                backend.close()
-    elif before.tables is None:
-        for end in ("", "-wal", "-shm", "-journal"):
-            path.with_name(path.name + end).unlink(missing_ok=True)
-    else:
-        from erstwhile.eventstore.sqlite import undo_creation as undo_sqlite
-
-        with translated_errors():
-            undo_sqlite(path, before)
 
 
 def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:

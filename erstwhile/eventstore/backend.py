@@ -15,7 +15,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -95,21 +94,6 @@ def marks(values: Sequence[object]) -> str:
 def in_lists(values: Sequence[str]) -> list[list[str]]:
     """The values in parts of at most :data:`IN_LIST`, one ``IN`` list each."""
     return [list(values[start : start + IN_LIST]) for start in range(0, len(values), IN_LIST)]
-
-
-@dataclass(frozen=True)
-class StoreBefore:
-    """What a store held before a command that may be its first write opened it: no
-    store at all (``tables`` None: no SQLite file, no PostgreSQL schema), or these
-    tables (and, for SQLite, this journal mode, which opening as a ledger changes)."""
-
-    tables: frozenset[str] | None
-    journal_mode: str | None = None
-
-    @property
-    def holds_log(self) -> bool:
-        """Whether a ledger's log was there already."""
-        return self.tables is not None and "erstwhile_events" in self.tables
 
 
 class Backend(ABC):

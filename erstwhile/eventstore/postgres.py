@@ -30,7 +30,7 @@ from psycopg.sql import SQL, Composed, Identifier
 from psycopg_pool import PoolTimeout
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.eventstore.backend import DRIVER_ERRORS, TAGGED, Backend, Sql, StoreBefore
+from erstwhile.eventstore.backend import DRIVER_ERRORS, TAGGED, Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 NO_TRUNCATE = "erstwhile_events_no_truncate"
@@ -399,43 +399,20 @@ class PostgresBackend(Backend):
             finally:
                 guard.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
 
-    def holds_log(self) -> bool:
-        """Whether the schema holds a ledger's log already (nothing is created to say)."""
+    def holds_events(self) -> bool:
+        """Whether the schema holds a ledger with at least one event (nothing is created
+        to say): not when the schema or the log's table is not there, nor when nothing
+        was written to the log."""
         with self.datastore.get_connection() as connection:
-            return _exists(connection, f'"{self.datastore.schema}".{self.events_table}')
-
-    def before(self) -> StoreBefore:
-        """What the schema holds, found without creating anything: no store when the
-        schema is not there, else its tables."""
-        schema = self.datastore.schema
-        with self.datastore.get_connection() as connection:
-            found = connection.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
-            ).fetchone()
-            if found is None:
-                return StoreBefore(None)
-            rows = connection.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)
-            ).fetchall()
-        return StoreBefore(frozenset(row["tablename"] for row in rows))
-
-    def undo_creation(self, before: StoreBefore) -> None:
-        """Take away what opening the schema as a ledger created (the log still empty):
-        the schema, when it was not there, else the tables it did not hold and the
-        log's guard function."""
-        schema = Identifier(self.datastore.schema)
-        with self.datastore.get_connection() as connection, connection.transaction():
-            if before.tables is None:
-                connection.execute(SQL("DROP SCHEMA IF EXISTS {0} CASCADE").format(schema))
-                return
-            now = self.before().tables or frozenset()
-            for table in sorted(now - before.tables):
-                connection.execute(
-                    SQL("DROP TABLE IF EXISTS {0}.{1} CASCADE").format(schema, Identifier(table))
+            table = f'"{self.datastore.schema}".{self.events_table}'
+            if not _exists(connection, table):
+                return False
+            row = connection.execute(
+                SQL("SELECT EXISTS (SELECT 1 FROM {0}.{1}) AS found").format(
+                    Identifier(self.datastore.schema), Identifier(self.events_table)
                 )
-            connection.execute(
-                SQL("DROP FUNCTION IF EXISTS {0}.erstwhile_refuse_change()").format(schema)
-            )
+            ).fetchone()
+            return bool(row and row["found"])
 
     def where(self) -> str:
         """The server, database and schema, to name in a message (no password)."""

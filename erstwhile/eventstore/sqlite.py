@@ -27,7 +27,7 @@ from eventsourcing.sqlite import (
 )
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import Backend, Sql, StoreBefore
+from erstwhile.eventstore.backend import Backend, Sql
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 BUSY_TIMEOUT_SECONDS = 30
@@ -209,34 +209,31 @@ class SQLiteSql:
 sqlite3.register_adapter(UUID, str)
 
 
-def file_before(path: Path) -> StoreBefore:
-    """What the SQLite file at ``path`` holds, found without creating or changing
-    anything (read-only; a file in WAL mode is read with its WAL): nothing when it is
-    not there; else its tables and journal mode. ``sqlite3.Error`` when it cannot be
-    read as a database (opening it then says why)."""
+def holds_events(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` holds a ledger with at least one event, found
+    without creating or changing anything (read-only; a file in WAL mode is read with
+    its WAL). A file that is not there, another program's database, an empty file and a
+    ledger nothing was written to hold none. A file that is no database at all is taken
+    to hold some: opening it says what it is. ``StoreUnavailable`` when another
+    connection keeps the file locked past the busy timeout."""
     if not path.exists():
-        return StoreBefore(None)
-    raw = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        return False
     try:
-        rows = raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        (mode,) = raw.execute("PRAGMA journal_mode").fetchone()
-    finally:
-        raw.close()
-    return StoreBefore(frozenset(name for (name,) in rows), mode)
-
-
-def undo_creation(path: Path, before: StoreBefore) -> None:
-    """Take a ledger's tables out of a file that held other tables before it was opened
-    as a ledger (with the log still empty), and set its journal mode back."""
-    raw = sqlite3.connect(str(path), isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
+        raw = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS
+        )
+    except sqlite3.Error:
+        return True
     try:
-        rows = raw.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
-        made = [(name, sql or "") for name, sql in rows if name not in (before.tables or ())]
-        # A virtual table first: dropping it drops the shadow tables it made.
-        for name, _ in sorted(made, key=lambda row: not row[1].startswith("CREATE VIRTUAL")):
-            raw.execute(f'DROP TABLE IF EXISTS "{name}"')
-        if before.journal_mode:
-            raw.execute(f"PRAGMA journal_mode={before.journal_mode}")
+        return raw.execute("SELECT 1 FROM erstwhile_events LIMIT 1").fetchone() is not None
+    except sqlite3.OperationalError as error:
+        if "no such table" in str(error):
+            return False
+        if "locked" in str(error) or "busy" in str(error):
+            raise StoreUnavailable(f"{path} is locked by another connection: {error}") from None
+        return True
+    except sqlite3.Error:
+        return True
     finally:
         raw.close()
 

@@ -242,7 +242,7 @@ def test_only_a_first_write_creates_a_postgresql_store(tmp_path: Path, postgres_
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     for result in run_all(tmp_path, *(["--db", postgres_url, *read] for read in reads)):
         assert failed_cleanly(result, 1), result
-        assert f"(schema {schema}): no ledger has been written there" in result.stderr
+        assert f"(schema {schema}): no events have been written there" in result.stderr
     with psycopg.connect(postgres_url.split("?")[0]) as admin:
         found = admin.execute("SELECT count(*) FROM information_schema.schemata "
                               "WHERE schema_name = %s", (schema,)).fetchone()  # fmt: skip
@@ -289,11 +289,10 @@ def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
     assert imported.code == 0 and (tmp_path / "copy.db").exists()
 
 
-def test_a_file_of_another_program_is_no_store_and_is_left_as_it_was(tmp_path: Path) -> None:
-    """A SQLite file without the ledger's log (another program's database, an empty
-    file) is no store: a read says so and adds nothing to it; a refused first write
-    takes its tables out again and sets its journal mode back; an import of nothing
-    makes no store."""
+def test_a_store_without_events_is_no_store_to_read(tmp_path: Path) -> None:
+    """A SQLite file without an event of a ledger (another program's database, an empty
+    file, the empty ledger a refused first write into such a file left, or an import of
+    nothing) is no store to a read: it says so, and adds nothing to the file."""
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as connection:
         connection.execute("CREATE TABLE t (x)")
@@ -308,49 +307,67 @@ def test_a_file_of_another_program_is_no_store_and_is_left_as_it_was(tmp_path: P
                     connection.execute("SELECT x FROM t").fetchall()]  # fmt: skip
 
     before = state()
-    results = run_all(tmp_path, ["--db", "other.db", "facts", "team"],
-                      ["--db", "empty.db", "search", "coffee"],
-                      ["--db", "other.db", "remember", ""])  # fmt: skip
-    assert all(failed_cleanly(result, 1) for result in results), results
-    assert "no store at other.db: no ledger" in results[0].stderr
-    assert "no store at empty.db: no ledger" in results[1].stderr
-    assert state() == before
-    assert (tmp_path / "empty.db").stat().st_size == 0
-    empty = run(tmp_path, "--db", "fresh.db", "import", "nothing.jsonl")
-    assert empty.code == 0 and not (tmp_path / "fresh.db").exists()
+    read, read_empty = run_all(tmp_path, ["--db", "other.db", "facts", "team"],
+                               ["--db", "empty.db", "search", "coffee"])  # fmt: skip
+    assert failed_cleanly(read, 1) and "no store at other.db: no events" in read.stderr
+    assert failed_cleanly(read_empty, 1) and "no store at empty.db: no events" in read_empty.stderr
+    assert state() == before and (tmp_path / "empty.db").stat().st_size == 0
+    refused = run(tmp_path, "--db", "other.db", "remember", "")
+    imported = run(tmp_path, "--db", "fresh.db", "import", "nothing.jsonl")
+    assert failed_cleanly(refused, 1) and imported.code == 0
+    for db in ("other.db", "fresh.db"):
+        after = run(tmp_path, "--db", db, "facts", "team")
+        assert failed_cleanly(after, 1) and f"no store at {db}: no events" in after.stderr
+    with sqlite3.connect(other) as connection:
+        assert connection.execute("SELECT x FROM t").fetchall() == [(1,)]
     assert run(tmp_path, "--db", "other.db", "remember", "The team uses Supabase").code == 0
     found = run(tmp_path, "--db", "other.db", "--json", "search", "Supabase")
     assert [h["memory"]["content"] for h in found.json()] == ["The team uses Supabase"]
 
 
+def test_a_read_of_a_url_no_store_can_be_at_says_why(tmp_path: Path) -> None:
+    """Before looking for a store, a read checks that the URL can name one."""
+    scheme, parameters = run_all(tmp_path, ["--db", "mysql://u@h/db", "facts", "team"],
+                                 ["--db", "sqlite:///x.db?mode=ro", "facts", "team"])  # fmt: skip
+    assert failed_cleanly(scheme, 1) and "unknown store URL scheme 'mysql'" in scheme.stderr
+    assert failed_cleanly(parameters, 1) and "takes no parameters" in parameters.stderr
+
+
+def test_a_refused_first_write_through_a_link_keeps_the_link(tmp_path: Path) -> None:
+    """The store a refused first write made is removed where it was made, the file a
+    link names; the link is the user's and stays."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link.db").symlink_to(tmp_path / "real" / "ledger.db")
+    refused = run(tmp_path, "--db", "link.db", "remember", "x", "--supersedes", UNKNOWN_ID)
+    assert failed_cleanly(refused, 1)
+    assert (tmp_path / "link.db").is_symlink() and list((tmp_path / "real").iterdir()) == []
+    assert run(tmp_path, "--db", "link.db", "remember", "x").code == 0
+    assert (tmp_path / "real" / "ledger.db").exists()
+
+
 @pytest.mark.postgres
-def test_a_refused_first_write_leaves_a_postgresql_schema_as_it_was(
+def test_a_refused_first_write_leaves_no_postgresql_store_to_read(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    """A schema the first write created goes again when that write is refused; in a
-    schema that held other tables, only the ledger's own go."""
+    """A refused first write into a schema leaves the ledger's empty tables (dropping
+    nothing another process may be using), and reads refuse them as no store; another
+    program's table in the schema is untouched."""
     schema = parse_qs(urlsplit(postgres_url).query)["schema"][0]
     server = postgres_url.split("?")[0]
-    shared = f"{postgres_url}x"
     with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'CREATE SCHEMA "{schema}x"')
-        admin.execute(f'CREATE TABLE "{schema}x".t (x int)')
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+        admin.execute(f'CREATE TABLE "{schema}".t (x int)')
+        admin.execute(f'INSERT INTO "{schema}".t VALUES (1)')
     (tmp_path / "garbage.jsonl").write_text("garbage\n")
     refused = run_all(tmp_path, ["--db", postgres_url, "remember", ""],
-                      ["--db", shared, "import", "garbage.jsonl"])  # fmt: skip
+                      ["--db", postgres_url, "import", "garbage.jsonl"])  # fmt: skip
     assert all(failed_cleanly(result, 1) for result in refused), refused
+    read = run(tmp_path, "--db", postgres_url, "facts", "team")
+    assert failed_cleanly(read, 1) and "no events have been written there" in read.stderr
     with psycopg.connect(server) as admin:
-        schemas = admin.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
-                                (f"{schema}%",)).fetchall()  # fmt: skip
-        tables = admin.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
-                               (f"{schema}x",)).fetchall()  # fmt: skip
-        functions = admin.execute(
-            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-            "WHERE nspname = %s", (f"{schema}x",)).fetchone()  # fmt: skip
-    assert (schemas, tables, functions) == ([(f"{schema}x",)], [("t",)], (0,))
-    assert run(tmp_path, "--db", shared, "remember", "The team uses Supabase").code == 0
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA "{schema}x" CASCADE')
+        assert admin.execute(f'SELECT x FROM "{schema}".t').fetchall() == [(1,)]
+    assert run(tmp_path, "--db", postgres_url, "remember", "The team uses Supabase").code == 0
+    assert run(tmp_path, "--db", postgres_url, "facts", "team").code == 0
 
 
 def test_known_at_now_is_what_the_ledger_knows_now(tmp_path: Path) -> None:

@@ -98,6 +98,8 @@ def test_a_number_no_double_holds_is_refused_not_kept_as_text(text: str) -> None
     with pytest.raises(typer.BadParameter, match="beyond what a JSON number can hold"):
         parse_metadata(f'{{"n": {text}}}')
     assert parse_value("1e308") == 1e308 and parse_value("about 1e999") == "about 1e999"
+    for text in ("1e999 bottles", "[1e999", "1e999x", "[NaN, 1e999]"):  # not JSON: text
+        assert parse_value(text) == text
 
 
 def test_json_nested_past_the_parsers_depth_is_a_usage_error() -> None:
