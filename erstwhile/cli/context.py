@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from erstwhile.domain.errors import ErstwhileError, StoreUnavailable, ValidationError
-from erstwhile.eventstore import URL_VARIABLE, missing_store, sqlite_path
+from erstwhile.domain.errors import StoreUnavailable, ValidationError
+from erstwhile.eventstore import URL_VARIABLE, missing_store
 from erstwhile.ledger import Ledger
 
 
@@ -65,43 +65,16 @@ def open_ledger(
 @contextmanager
 def first_write(ctx: typer.Context) -> Iterator[Ledger]:
     """Open the ledger for a command that may be its store's first write (``remember``,
-    ``import``). Should the command fail having written nothing into a SQLite file this
-    opening created, the file goes again: a refused first write leaves no empty file
-    behind. (Another process may have opened the new file meanwhile; it is left alone
-    unless the log is still empty.) Elsewhere (a PostgreSQL schema, another program's
-    file) the ledger's empty tables stay, dropping nothing that another process may be
-    using; reads refuse a store whose log is empty all the same (see :meth:`Settings.open`)."""
-    path = sqlite_path(settings(ctx).db)
-    created = path is not None and not path.exists()
+    ``import``), creating the store if need be. Should the command be refused, the store
+    it created stays, empty: another process may have opened it meanwhile and written
+    to it, or be about to (removing a SQLite file another connection has open loses
+    what that connection writes next, while it is told its write was stored). Reads
+    refuse a store whose log holds no event all the same (see :meth:`Settings.open`)."""
     ledger = open_ledger(ctx, create=True)
     try:
         yield ledger
-    except BaseException:
-        empty = created and _still_empty(ledger)
+    finally:
         ledger.close()
-        if empty and path is not None:
-            _remove_store_file(path)
-        raise
-    ledger.close()
-
-
-def _remove_store_file(path: Path) -> None:
-    """Remove a SQLite store this command created, and the files SQLite keeps beside it:
-    the file a link names (SQLite writes through links), never the link itself, which
-    the user made."""
-    for store in {path.resolve(), path.absolute()}:
-        if store.is_symlink():
-            continue
-        for end in ("", "-wal", "-shm", "-journal"):
-            store.with_name(store.name + end).unlink(missing_ok=True)
-
-
-def _still_empty(ledger: Ledger) -> bool:
-    """Whether the ledger's log holds no event (a store that cannot even say is kept)."""
-    try:
-        return ledger.head() == 0
-    except ErstwhileError:
-        return False
 
 
 def refuse_store_files(ledger: Ledger, output: Path) -> None:

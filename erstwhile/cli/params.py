@@ -102,7 +102,8 @@ def exact_json(text: str) -> Any:
     except orjson.JSONDecodeError as error:
         if "infinity when parsed as double" in str(error) and _is_json(text):
             number = re.match(r"-?[\d.eE+-]+", text[error.pos :])
-            shown = number.group() if number else "a number"
+            digits = number.group() if number else "a number"
+            shown = digits if len(digits) <= 40 else f"{digits[:20]}...{digits[-10:]}"
             raise typer.BadParameter(
                 f"{shown} is beyond what a JSON number can hold (a double); quote it to "
                 "keep it as text"
@@ -120,10 +121,12 @@ def _is_json(text: str) -> bool:
     """Whether ``text`` is JSON by its grammar (the standard library's parser reads a
     number too large for a double as infinity, where orjson stops; it also reads
     ``NaN`` and ``Infinity``, which JSON has not)."""
-    try:
-        json.loads(text, parse_constant=_not_json)
+    try:  # (integers read as floats: a JSON integer of any length is JSON)
+        json.loads(text, parse_constant=_not_json, parse_int=float)
     except ValueError:
         return False
+    except RecursionError:
+        raise typer.BadParameter("the JSON is nested too deeply") from None
     return True
 
 

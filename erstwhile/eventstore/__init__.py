@@ -59,7 +59,18 @@ def sqlite_path(url: str | os.PathLike[str] | None = None) -> Path | None:
     scheme, _, rest = resolve_url(url).partition("://")
     if scheme != "sqlite":
         return None
-    return Path(_file_of(rest)).expanduser()
+    return local_file(_file_of(rest))
+
+
+def local_file(path: str) -> Path:
+    """The file a SQLite path names: ``~`` expanded, and a name starting ``file:`` made
+    absolute (SQLite reads such a name as a URI of its own: ``file:z.db`` would open
+    ``z.db``). ``StoreUnavailable`` for a ``~user`` whose home is unknown."""
+    try:
+        file = Path(path).expanduser()
+    except RuntimeError as error:  # pathlib's "Could not determine home directory"
+        raise StoreUnavailable(f"cannot open {path!r}: {error}") from None
+    return file.absolute() if str(file).startswith("file:") else file
 
 
 def _file_of(rest: str) -> str:
@@ -83,7 +94,7 @@ def missing_store(url: str | os.PathLike[str] | None = None) -> str | None:
         path = _file_of(rest)
         if not path or path == ":memory:" or ("://" in _chosen(url) and "?" in rest):
             return None
-        file = Path(path).expanduser()
+        file = local_file(path)
         return None if holds_events(file) else str(file)
     if scheme not in ("postgresql", "postgres"):
         return None
@@ -133,7 +144,8 @@ def _sqlite(rest: str) -> Backend:
         raise StoreUnavailable("the SQLite URL names no file: give a path (sqlite:///ledger.db)")
     if path == ":memory:":
         raise StoreUnavailable("an in-memory SQLite ledger is not supported: give a file path")
-    parent = Path(path).expanduser().resolve().parent
+    file = local_file(path)
+    parent = file.resolve().parent
     if not parent.is_dir():
         raise StoreUnavailable(f"cannot open {path!r}: folder {str(parent)!r} does not exist")
-    return SQLiteBackend(str(Path(path).expanduser()))
+    return SQLiteBackend(str(file))

@@ -100,6 +100,12 @@ def test_a_number_no_double_holds_is_refused_not_kept_as_text(text: str) -> None
     assert parse_value("1e308") == 1e308 and parse_value("about 1e999") == "about 1e999"
     for text in ("1e999 bottles", "[1e999", "1e999x", "[NaN, 1e999]"):  # not JSON: text
         assert parse_value(text) == text
+    huge = "1" + "0" * 5000  # past Python's own limit on the digits of an integer
+    for given_text in (huge, f"[{huge}]"):
+        with pytest.raises(typer.BadParameter, match=r"10000000000000000000\.\.\.0+ is beyond"):
+            parse_value(given_text)
+    with pytest.raises(typer.BadParameter, match="nested too deeply"):
+        parse_value("[" * 990 + "1e999" + "]" * 990)
 
 
 def test_json_nested_past_the_parsers_depth_is_a_usage_error() -> None:
