@@ -100,6 +100,8 @@ def exact_json(text: str) -> Any:
     try:
         parsed = orjson.loads(text)
     except orjson.JSONDecodeError as error:
+        if "depth limit exceeded" in str(error):  # orjson's own limit, 1,024 levels
+            raise typer.BadParameter("the JSON is nested too deeply") from None
         if "infinity when parsed as double" in str(error) and _is_json(text):
             number = re.match(r"-?[\d.eE+-]+", text[error.pos :])
             digits = number.group() if number else "a number"

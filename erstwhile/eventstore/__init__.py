@@ -66,8 +66,8 @@ def local_file(path: str) -> Path:
     """The file a SQLite path names: ``~`` expanded, and a name starting ``file:`` made
     absolute (SQLite reads such a name as a URI of its own: ``file:z.db`` would open
     ``z.db``). ``StoreUnavailable`` for a ``~user`` whose home is unknown."""
-    try:
-        file = Path(path).expanduser()
+    try:  # only a path that starts with it (pathlib would read ./~x as ~x)
+        file = Path(path).expanduser() if path.startswith("~") else Path(path)
     except RuntimeError as error:  # pathlib's "Could not determine home directory"
         raise StoreUnavailable(f"cannot open {path!r}: {error}") from None
     return file.absolute() if str(file).startswith("file:") else file

@@ -218,12 +218,15 @@ def holds_events(path: Path) -> bool:
     connection keeps the file locked past the busy timeout."""
     if not path.exists():
         return False
-    # Without a WAL beside it, the file is all there is: read it as immutable, which
-    # takes no lock and leaves no -wal or -shm beside it (read-only alone makes both).
-    quiet = "" if path.with_name(path.name + "-wal").exists() else "&immutable=1"
+    # Without a WAL beside it (beside the file a link names: SQLite keeps it there), the
+    # file is all there is: read it as immutable, which takes no lock and leaves no -wal
+    # or -shm beside it (read-only alone makes both). With one, SQLite reads it through
+    # its index, the -shm, and makes that if it is missing (a copy without it).
+    real = path.resolve()
+    quiet = "" if real.with_name(real.name + "-wal").exists() else "&immutable=1"
     try:
         raw = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro{quiet}", uri=True, timeout=BUSY_TIMEOUT_SECONDS
+            f"{real.as_uri()}?mode=ro{quiet}", uri=True, timeout=BUSY_TIMEOUT_SECONDS
         )
     except sqlite3.Error:
         return True

@@ -327,6 +327,17 @@ def test_a_store_without_events_is_no_store_to_read(tmp_path: Path) -> None:
     assert run(tmp_path, "--db", "file:z.db", "facts", "z").code == 0
     nobody = run(tmp_path, "--db", "~nosuchuser-erstwhile/x.db", "facts", "team")
     assert failed_cleanly(nobody, 1) and "cannot open" in nobody.stderr
+    assert run(tmp_path, "--db", "./~notes.db", "remember", "tilde").code == 0
+    assert (tmp_path / "~notes.db").exists()  # ./~x is a file here, not a home
+    # Through a link, while another process holds the store open (its events still in
+    # the WAL, which SQLite keeps beside the file the link names).
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link.db").symlink_to(tmp_path / "real" / "held.db")
+    with Ledger.open(tmp_path / "link.db") as held:
+        held.remember("held open", subject="held")
+        assert (tmp_path / "real" / "held.db-wal").exists()
+        through_link = run(tmp_path, "--db", "link.db", "--json", "facts", "held")
+        assert through_link.code == 0 and through_link.json()[0]["content"] == "held open"
     refused = run(tmp_path, "--db", "other.db", "remember", "")
     imported = run(tmp_path, "--db", "fresh.db", "import", "nothing.jsonl")
     assert failed_cleanly(refused, 1) and imported.code == 0

@@ -104,8 +104,11 @@ def test_a_number_no_double_holds_is_refused_not_kept_as_text(text: str) -> None
     for given_text in (huge, f"[{huge}]"):
         with pytest.raises(typer.BadParameter, match=r"10000000000000000000\.\.\.0+ is beyond"):
             parse_value(given_text)
-    with pytest.raises(typer.BadParameter, match="nested too deeply"):
-        parse_value("[" * 990 + "1e999" + "]" * 990)
+    for depth in (990, 1100):
+        with pytest.raises(typer.BadParameter, match="nested too deeply"):
+            parse_value("[" * depth + "1e999" + "]" * depth)
+        with pytest.raises(typer.BadParameter, match="nested too deeply"):
+            parse_value("[" * depth + "1" + "]" * depth)
 
 
 def test_json_nested_past_the_parsers_depth_is_a_usage_error() -> None:
