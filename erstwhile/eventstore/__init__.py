@@ -32,7 +32,6 @@ __all__ = [
     "missing_store",
     "open_backend",
     "resolve_url",
-    "sqlite_path",
     "translated_errors",
 ]
 
@@ -52,14 +51,6 @@ def _chosen(url: str | os.PathLike[str] | None) -> str:
     """The URL or bare path as given: the argument, else ``$ERSTWHILE_URL``, else the
     default path."""
     return os.fspath(url) if url is not None else os.environ.get(URL_VARIABLE) or DEFAULT_PATH
-
-
-def sqlite_path(url: str | os.PathLike[str] | None = None) -> Path | None:
-    """The SQLite file a URL names (None for another backend)."""
-    scheme, _, rest = resolve_url(url).partition("://")
-    if scheme != "sqlite":
-        return None
-    return local_file(_file_of(rest))
 
 
 def local_file(path: str) -> Path:
