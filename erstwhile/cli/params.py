@@ -19,6 +19,7 @@ import typer
 from erstwhile.domain import memory
 from erstwhile.domain.errors import ValidationError
 from erstwhile.domain.memory import Kind
+from erstwhile.domain.time import read_iso
 from erstwhile.ledger.core import Policy
 
 _BARE_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -31,12 +32,10 @@ def parse_time(text: str) -> datetime:
     cleaned = text.strip()
     if cleaned.lower() == "now":
         return invocation_now()
-    if cleaned.endswith("z"):  # RFC 3339 allows it; Python's parser takes only "Z"
-        cleaned = cleaned[:-1] + "Z"
     try:
         if _BARE_DATE.fullmatch(cleaned):
             return datetime.combine(date.fromisoformat(cleaned), datetime.min.time(), UTC)
-        parsed = datetime.fromisoformat(cleaned)
+        parsed = read_iso(cleaned)
     except ValueError:
         parsed = None
     if parsed is None or parsed.utcoffset() is None:
@@ -104,8 +103,7 @@ def exact_json(text: str) -> Any:
             raise typer.BadParameter("the JSON is nested too deeply") from None
         if "infinity when parsed as double" in str(error) and _is_json(text):
             number = re.match(r"-?[\d.eE+-]+", text[error.pos :])
-            digits = number.group() if number else "a number"
-            shown = digits if len(digits) <= 40 else f"{digits[:20]}...{digits[-10:]}"
+            shown = memory.brief_number(number.group()) if number else "a number"
             raise typer.BadParameter(
                 f"{shown} is beyond what a JSON number can hold (a double); quote it to "
                 "keep it as text"

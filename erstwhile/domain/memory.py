@@ -134,11 +134,15 @@ def check_integers(text: str | bytes) -> None:
         raise ValidationError("the JSON is nested too deeply") from None
 
 
+def brief_number(digits: str) -> str:
+    """A number as written, shortened for a message past 40 characters."""
+    return digits if len(digits) <= 40 else f"{digits[:20]}...{digits[-10:]}"
+
+
 def _exact_integer(digits: str) -> int:
     # Over 21 digits never fits (and Python refuses to read over 4,300 of them).
     if len(digits) > 21 or int(digits) not in JSON_INTEGERS:
-        shown = digits if len(digits) <= 40 else f"{digits[:20]}...{digits[-10:]}"
-        raise ValidationError(f"{shown} does not fit in 64 bits")
+        raise ValidationError(f"{brief_number(digits)} does not fit in 64 bits")
     return int(digits)
 
 

@@ -27,6 +27,18 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Instant = datetime | str
 
 
+def read_iso(text: str) -> datetime:
+    """Read ISO 8601 text as Python does, with what RFC 3339 adds: surrounding spaces
+    and a lower-case ``z`` (Python's parser takes only ``Z``). ``ValueError`` when it is
+    none, a NUL byte included (the parser stops reading at one)."""
+    cleaned = text.strip()
+    if "\x00" in cleaned:
+        raise ValueError(text)
+    if cleaned.endswith("z"):
+        cleaned = cleaned[:-1] + "Z"
+    return datetime.fromisoformat(cleaned)
+
+
 def to_utc(value: Instant, field: str = "time") -> datetime:
     """Return ``value`` as an aware UTC datetime; refuse naive or unparsable input.
 
@@ -34,13 +46,8 @@ def to_utc(value: Instant, field: str = "time") -> datetime:
     """
     given = value
     if isinstance(value, str):
-        text = value.strip()
-        if text.endswith("z"):  # RFC 3339 allows it; Python's parser takes only "Z"
-            text = text[:-1] + "Z"
         try:
-            if "\x00" in text:  # fromisoformat stops reading at a trailing NUL
-                raise ValueError(text)
-            parsed = datetime.fromisoformat(text)
+            parsed = read_iso(value)
         except ValueError:
             raise ValidationError(
                 f"{field}: {value!r} is not an ISO 8601 instant (e.g. 2026-03-01T00:00:00Z)"

@@ -75,20 +75,16 @@ def missing_store(url: str | os.PathLike[str] | None = None) -> str | None:
     when its log holds an event), found without creating anything: a SQLite file that is
     not there, holds no ledger (another program's database, an empty file) or a ledger
     whose log is empty; a PostgreSQL schema that is not there, holds no ledger, or one
-    whose log is empty. A URL no store can be opened at is left to the opening, which
-    says why."""
+    whose log is empty. A URL no store can be at is refused as opening it would be."""
     resolved = resolve_url(url)
-    scheme, _, rest = resolved.partition("://")
+    scheme = resolved.partition("://")[0]
     if scheme == "sqlite":
         from erstwhile.eventstore.sqlite import holds_events
 
-        path = _file_of(rest)
-        if not path or path == ":memory:" or ("://" in _chosen(url) and "?" in rest):
-            return None
-        file = local_file(path)
+        file = _sqlite_file(url, resolved)
         return None if holds_events(file) else str(file)
     if scheme not in ("postgresql", "postgres"):
-        return None
+        return None  # the opening names the scheme it does not know
     from erstwhile.eventstore.postgres import PostgresBackend
 
     with translated_errors():
@@ -102,15 +98,10 @@ def missing_store(url: str | os.PathLike[str] | None = None) -> str | None:
 def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
     """Open (creating tables if needed) the backend a URL names."""
     resolved = resolve_url(url)
-    scheme, _, rest = resolved.partition("://")
+    scheme = resolved.partition("://")[0]
     with translated_errors():
         if scheme == "sqlite":
-            if "://" in _chosen(url) and "?" in rest:
-                raise StoreUnavailable(
-                    f"a SQLite URL takes no parameters: {resolved!r} (a file whose name has "
-                    "a '?' is given as a bare path)"
-                )
-            backend: Backend = _sqlite(rest)
+            backend: Backend = _sqlite(_sqlite_file(url, resolved))
         elif scheme in ("postgresql", "postgres"):
             from erstwhile.eventstore.postgres import PostgresBackend
 
@@ -127,16 +118,27 @@ def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
     return backend
 
 
-def _sqlite(rest: str) -> Backend:
-    from erstwhile.eventstore.sqlite import SQLiteBackend
-
+def _sqlite_file(url: str | os.PathLike[str] | None, resolved: str) -> Path:
+    """The file a SQLite URL (``resolved``, from ``url`` as given) names, or
+    ``StoreUnavailable`` when it names none a ledger can be kept in."""
+    rest = resolved.partition("://")[2]
+    if "://" in _chosen(url) and "?" in rest:
+        raise StoreUnavailable(
+            f"a SQLite URL takes no parameters: {resolved!r} (a file whose name has "
+            "a '?' is given as a bare path)"
+        )
     path = _file_of(rest)
     if not path:
         raise StoreUnavailable("the SQLite URL names no file: give a path (sqlite:///ledger.db)")
     if path == ":memory:":
         raise StoreUnavailable("an in-memory SQLite ledger is not supported: give a file path")
-    file = local_file(path)
+    return local_file(path)
+
+
+def _sqlite(file: Path) -> Backend:
+    from erstwhile.eventstore.sqlite import SQLiteBackend
+
     parent = file.resolve().parent
     if not parent.is_dir():
-        raise StoreUnavailable(f"cannot open {path!r}: folder {str(parent)!r} does not exist")
+        raise StoreUnavailable(f"cannot open {str(file)!r}: folder {str(parent)!r} does not exist")
     return SQLiteBackend(str(file))

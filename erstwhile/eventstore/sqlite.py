@@ -231,7 +231,8 @@ def holds_events(path: Path) -> bool:
     except sqlite3.Error:
         return True
     try:
-        return raw.execute("SELECT 1 FROM erstwhile_events LIMIT 1").fetchone() is not None
+        found = raw.execute(f"SELECT 1 FROM {Backend.events_table} LIMIT 1").fetchone()
+        return found is not None
     except sqlite3.OperationalError as error:
         if "no such table" in str(error):
             return False

@@ -566,6 +566,22 @@ def test_a_global_option_after_the_command_says_where_it_goes(tmp_path: Path) ->
     assert list(tmp_path.iterdir()) == []
 
 
+def test_values_the_log_cannot_keep_are_usage_errors_that_change_nothing(tmp_path: Path) -> None:
+    """A number no double holds, JSON nested past any parser's depth, a blank entity
+    and an unknown policy: each a one-line refusal, and the log is as it was."""
+    assert run(tmp_path, "remember", "The team uses Supabase").code == 0
+    before = run(tmp_path, "export").stdout
+    deep = "[" * 1100 + "1" + "]" * 1100
+    refused = run_all(tmp_path, ["remember", "x", "--value", "1e999"],
+                      ["remember", "x", "--value", deep],
+                      ["remember", "x", "--metadata", '{"n": -1e400}'],
+                      ["remember", "x", "--policy", "sometimes"])  # fmt: skip
+    assert all(failed_cleanly(result, 2) for result in refused), refused
+    blank = run(tmp_path, "remember", "x", "--entity", " ")
+    assert failed_cleanly(blank, 1) and "entities must not be blank" in blank.stderr
+    assert run(tmp_path, "export").stdout == before
+
+
 def test_every_now_of_one_command_is_one_instant(tmp_path: Path) -> None:
     """``now`` is read once per command: a revise at now opening now agrees with
     itself, and a memory's window, occurrence and extraction given as now coincide.
