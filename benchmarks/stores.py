@@ -33,6 +33,7 @@ from benchmarks.baselines import (
     sqlite_replay_env,
 )
 from benchmarks.datasets import VERSIONS, chunks, round_claims, subject_count
+from benchmarks.floor import PostgresFloor, PostgresTables, SQLiteFloor, SQLiteTables, TableReader
 from erstwhile import Ledger
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -126,6 +127,20 @@ class Scratch:
         if self.backend == "sqlite":
             return RawEventReader.sqlite(self.path(name), table)
         return RawEventReader.postgres(self.database_url, name, table)
+
+    def tables(self, name: str) -> TableReader:
+        """Open a raw reader of every table of ledger store ``name``."""
+        if self.backend == "sqlite":
+            return SQLiteTables(self.path(name))
+        return PostgresTables(self.database_url, name)
+
+    def floor(self, name: str, keys: dict[str, tuple[int, ...]]) -> SQLiteFloor | PostgresFloor:
+        """Create ledger store ``name`` (its tables, no event) and open it for writing
+        captured rows raw; ``keys`` are the tables' primary keys (see :mod:`floor`)."""
+        self.open_ledger(name).close()
+        if self.backend == "sqlite":
+            return SQLiteFloor(self.path(name))
+        return PostgresFloor(self.database_url, name, keys)
 
     def read_log(self, name: str, table: str) -> int:
         """Read the whole log of ledger store ``name`` raw; return how many rows."""

@@ -16,6 +16,7 @@ from enum import Enum
 
 from rich.table import Table
 
+from benchmarks.floor import FLOOR_VS_RAW
 from benchmarks.harness import Result, format_figure
 
 
@@ -56,6 +57,10 @@ class Target:
     nearby: str | None = None
     """For a target about one size: the same figure at other sizes, shown (but not
     judged) when the run did not measure the target's own size."""
+    floor: str | None = None
+    """A workload whose figure, read as the target reads its own, is the best a program
+    keeping erstwhile's tables could reach (see ``benchmarks/floor.py``): shown beside
+    the verdict, so a run tells whether the bound is within reach at all."""
 
     def matching(self, results: Sequence[Result], workload: str | None = None) -> list[Result]:
         pattern = re.compile(workload or self.workload)
@@ -82,11 +87,13 @@ class Standing:
     """The worst figure the run measured for the target, with the workload it came from."""
 
 
+FLOOR = re.escape(FLOOR_VS_RAW)
+
 TARGETS = (
     Target("SQLite remember p50 ≤ 3x a raw durable commit", "sqlite",
            r"remember, one durable p50", Reading.RATIO, 3.0, at_most=True),
     Target("SQLite bulk ≥ 10% of raw executemany rows/s", "sqlite",
-           r"remember_many, .*", Reading.RATIO, 0.10, at_most=False),
+           r"remember_many, .*", Reading.RATIO, 0.10, at_most=False, floor=FLOOR),
     Target("SQLite point as-of p50 (as_of, known_at) ≤ 10x a raw indexed lookup", "sqlite",
            r"facts (as_of|known_at) @\S+ p50", Reading.RATIO, 10.0, at_most=True),
     Target("SQLite as-of p50 at 1M ≤ 1.5x the p50 at 10k", "sqlite",
@@ -103,7 +110,7 @@ TARGETS = (
     Target("PostgreSQL remember p50 ≤ 3x a raw psycopg commit", "postgres",
            r"remember, one durable p50", Reading.RATIO, 3.0, at_most=True),
     Target("PostgreSQL bulk ≥ 10k memories/s", "postgres",
-           r"remember_many, .*", Reading.FIGURE, 10_000, at_most=False),
+           r"remember_many, .*", Reading.FIGURE, 10_000, at_most=False, floor=FLOOR),
 )  # fmt: skip
 """The targets erstwhile is held to (docs/performance.md, "Targets")."""
 
@@ -113,7 +120,11 @@ def stand(target: Target, results: Sequence[Result]) -> Standing:
     found = measured(target, target.matching(results))
     if found:
         verdict = Verdict.MET if all(target.holds(v) for v, _ in found) else Verdict.NOT_MET
-        return Standing(target, verdict, worst(target, found))
+        shown = worst(target, found)
+        if target.floor and (floors := measured(target, target.matching(results, target.floor))):
+            value, result = floors[0]
+            shown += f"; the same rows written raw: {describe(target, value, result)}"
+        return Standing(target, verdict, shown)
     size = f" at {target.size}" if target.size else ""
     shown = f"no {target.backend} figure{size} in this run"
     if target.nearby and (near := measured(target, target.matching(results, target.nearby))):

@@ -4,9 +4,11 @@ proposal check on a subject that already has versions."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from benchmarks.baselines import raw_row
 from benchmarks.datasets import VERSIONS, Claim, chunks, claim, subject_count
+from benchmarks.floor import FLOOR_VS_RAW, OURS_VS_FLOOR, Batch, capture
 from benchmarks.harness import Result, interleaved, latency_pair, rate
 from benchmarks.suite import Context, label
 from erstwhile import Ledger
@@ -20,6 +22,13 @@ RAW_COMMIT = {
 RAW_BULK = {
     "sqlite": "raw sqlite3 executemany of rows of the same size, one transaction per batch",
     "postgres": "raw psycopg executemany of rows of the same size, one transaction per batch",
+}
+
+FLOOR = {
+    "sqlite": "the same rows written raw into the ledger's own tables: sqlite3 executemany "
+    "(INSERT OR REPLACE), one durable transaction per batch",
+    "postgres": "the same rows written raw into the ledger's own tables: psycopg COPY "
+    "(UPDATE for rows changed in place), one transaction per batch",
 }
 
 REVISION = f"remember, revision of a subject with {VERSIONS} versions"
@@ -55,25 +64,65 @@ def remember_latency(context: Context) -> list[Result]:
 
 def bulk_throughput(context: Context) -> list[Result]:
     """``remember_many`` in batches, against raw ``executemany`` of as many rows in one
-    transaction per batch, taking turns batch by batch."""
+    transaction per batch and against the floor (the rows ``remember_many`` writes,
+    written raw into the ledger's own tables: see :mod:`benchmarks.floor`), taking turns
+    batch by batch."""
     preset = context.preset
-    batches = [
-        ([c.arguments() for c in part], [raw_row(c, i) for i, c in enumerate(part, start=1)])
-        for part in chunks(fresh_claims(preset.bulk_memories), preset.bulk_batch)
-    ]
+    parts = list(chunks(fresh_claims(preset.bulk_memories), preset.bulk_batch))
+    requests = [[c.arguments() for c in part] for part in parts]
+    rows = [[raw_row(c, i) for i, c in enumerate(part, start=1)] for part in parts]
+    written, keys = _captured(context, requests)
     ledger = context.scratch.open_ledger("bulk")
     raw = context.scratch.raw("raw_bulk")
+    floor = context.scratch.floor("bulk_floor", keys)
     try:
-        ours, theirs = interleaved(
-            [lambda b: ledger.remember_many(b[0]), lambda b: raw.commit_many(b[1])], batches
-        )
+        ours, theirs, floors = interleaved(
+            [lambda b: ledger.remember_many(b[0]), lambda b: raw.commit_many(b[1]),
+             lambda b: floor.write(b[2])],
+            list(zip(requests, rows, written, strict=True)),
+        )  # fmt: skip
     finally:
         ledger.close()
         raw.close()
-    count = preset.bulk_memories
-    name = f"remember_many, batches of {preset.bulk_batch}"
-    return [Result(name, context.backend, rate(count, sum(ours)), rate(count, sum(theirs)),
-                   "memories/s", RAW_BULK[context.backend], "bulk")]  # fmt: skip
+        floor.close()
+    _check_floor(context)
+    count, backend = preset.bulk_memories, context.backend
+    ours_rate, raw_rate, floor_rate = (rate(count, sum(t)) for t in (ours, theirs, floors))
+    return [
+        Result(f"remember_many, batches of {preset.bulk_batch}", backend, ours_rate, raw_rate,
+               "memories/s", RAW_BULK[backend], "bulk"),
+        Result(FLOOR_VS_RAW, backend, floor_rate, raw_rate, "memories/s", RAW_BULK[backend],
+               "bulk"),
+        Result(OURS_VS_FLOOR, backend, ours_rate, floor_rate, "memories/s", FLOOR[backend],
+               "bulk"),
+    ]  # fmt: skip
+
+
+def _check_floor(context: Context) -> None:
+    """Make sure the floor wrote what erstwhile wrote: as many rows in every table."""
+    counts = []
+    for name in ("bulk", "bulk_floor"):
+        tables = context.scratch.tables(name)
+        try:
+            counts.append({table: len(rows) for table, rows in tables.rows().items()})
+        finally:
+            tables.close()
+    if counts[0] != counts[1]:
+        raise RuntimeError(f"the floor wrote {counts[1]}, erstwhile {counts[0]} rows")
+
+
+def _captured(
+    context: Context, requests: list[list[dict[str, Any]]]
+) -> tuple[list[Batch], dict[str, tuple[int, ...]]]:
+    """Write the batches once, untimed, into a fresh ledger; return the rows each batch
+    wrote, table by table, and the tables' primary keys."""
+    ledger = context.scratch.open_ledger("bulk_capture")
+    tables = context.scratch.tables("bulk_capture")
+    try:
+        return capture(ledger, tables, requests), tables.keys
+    finally:
+        ledger.close()
+        tables.close()
 
 
 def proposal_check(context: Context) -> list[Result]:
