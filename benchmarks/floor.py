@@ -1,4 +1,4 @@
-"""The floor of a bulk write: the very rows ``remember_many`` writes, written raw.
+"""Floors: the very rows erstwhile writes, written raw into its own tables.
 
 A memory is more than one row: the log's row, the memory's key, its rows in the
 memories and versions projections (each with its indexes), its two full-text rows
@@ -10,6 +10,10 @@ PostgreSQL), one durable transaction per batch, with no Python between: no progr
 keeping the same tables can write a batch faster. Beside erstwhile it tells how much of
 a bulk write is erstwhile's own work; beside raw ``executemany`` of one row per memory,
 how far the schema alone stands from it.
+
+A rebuild has a floor too: reading the log raw, then writing every row the rebuilt
+projections hold into empty tables, in transactions of about as many events as the
+build folds in one, as the build commits them (not synced one by one).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ FLOOR_VS_RAW = "the rows remember_many writes, written raw (the floor)"
 """The floor's row: its memories/s against raw ``executemany`` of one row per memory."""
 OURS_VS_FLOOR = "remember_many against its rows written raw"
 """erstwhile's row: its memories/s against the floor's."""
+LOG_TABLES = ("erstwhile_events", "erstwhile_keys", "erstwhile_idempotency")
+"""The tables a rebuild reads or leaves alone: everything else is its projections'."""
 FTS5_SHADOWS = ("_data", "_idx", "_docsize", "_content", "_config")
 """The tables FTS5 keeps behind each full-text table: written through the table itself."""
 
@@ -35,11 +41,13 @@ FTS5_SHADOWS = ("_data", "_idx", "_docsize", "_content", "_config")
 @dataclass(frozen=True)
 class TableRows:
     """What one batch wrote to one table: rows it added, and rows it changed in place
-    (found by the table's primary key)."""
+    (found by the table's primary key). A table without a primary key whose rows changed
+    is ``replaced``: emptied, then given all its rows again as added ones."""
 
     columns: tuple[str, ...]
     added: list[tuple[Any, ...]]
     changed: list[tuple[Any, ...]]
+    replaced: bool = False
 
 
 Batch = dict[str, TableRows]
@@ -73,12 +81,45 @@ def difference(
         new = rows - before.get(table, set())
         if not new:
             continue
+        if not reader.keys[table] and before.get(table, set()) - rows:
+            written[table] = TableRows(reader.columns[table], list(rows), [], replaced=True)
+            continue
         key = reader.key_of(table)
         known = {key(row) for row in before.get(table, set())}
         changed = [row for row in new if key(row) in known]
         added = [row for row in new if key(row) not in known]
         written[table] = TableRows(reader.columns[table], added, changed)
     return written
+
+
+def split(batch: Batch, parts: int) -> list[Batch]:
+    """Cut one batch into ``parts`` batches, each with its share of every table's rows."""
+    cut = []
+    for part in range(parts):
+        cut.append(
+            {
+                table: TableRows(
+                    written.columns,
+                    _share(written.added, part, parts),
+                    _share(written.changed, part, parts),
+                    written.replaced and part == 0,
+                )
+                for table, written in batch.items()
+            }
+        )
+    return cut
+
+
+def _share(rows: list[tuple[Any, ...]], part: int, parts: int) -> list[tuple[Any, ...]]:
+    return rows[part * len(rows) // parts : (part + 1) * len(rows) // parts]
+
+
+def projection_rows(reader: TableReader, empty: TableReader) -> Batch:
+    """Every row of the projections ``reader``'s store holds, as one batch that would
+    bring the store ``empty`` reads (one a ledger created, without events) to them."""
+    ours = {t: rows for t, rows in reader.rows().items() if t not in LOG_TABLES}
+    theirs = {t: rows for t, rows in empty.rows().items() if t not in LOG_TABLES}
+    return difference(empty, theirs, ours)
 
 
 class TableReader:
@@ -190,17 +231,20 @@ class PostgresTables(TableReader):
 
 class SQLiteFloor:
     """Writes captured batches into a SQLite file a ledger created (and never wrote to),
-    as the ledger's store is set: WAL, ``synchronous=FULL``, ``secure_delete``."""
+    as the ledger's store is set: WAL, ``synchronous=FULL`` (``NORMAL`` when not
+    ``durable``, as a rebuild's build commits), ``secure_delete``."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, durable: bool = True) -> None:
         self.connection = sqlite3.connect(path, isolation_level=None)
         self.connection.execute("PRAGMA journal_mode=WAL")
-        self.connection.execute("PRAGMA synchronous=FULL")
+        self.connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         self.connection.execute("PRAGMA secure_delete=ON")
 
     def write(self, batch: Batch) -> None:
         self.connection.execute("BEGIN IMMEDIATE")
         for table, written in batch.items():
+            if written.replaced:
+                self.connection.execute(f"DELETE FROM {table}")
             marks = ", ".join("?" * len(written.columns))
             self.connection.executemany(
                 f"INSERT OR REPLACE INTO {table} ({', '.join(written.columns)}) VALUES ({marks})",
@@ -214,17 +258,25 @@ class SQLiteFloor:
 
 class PostgresFloor:
     """Writes captured batches into a PostgreSQL schema a ledger created (and never
-    wrote to): added rows by ``COPY``, changed rows by ``UPDATE`` on their primary key."""
+    wrote to): added rows by ``COPY``, changed rows by ``UPDATE`` on their primary key;
+    not ``durable``: with ``synchronous_commit = off``, as a rebuild's build commits."""
 
-    def __init__(self, database_url: str, schema: str, keys: dict[str, tuple[int, ...]]) -> None:
+    def __init__(
+        self, database_url: str, schema: str, keys: dict[str, tuple[int, ...]], durable: bool = True
+    ) -> None:
         self.connection = psycopg.connect(database_url, autocommit=True)
         self.schema = Identifier(schema)
         self.keys = keys
+        self.durable = durable
 
     def write(self, batch: Batch) -> None:
         with self.connection.transaction(), self.connection.cursor() as cursor:
+            if not self.durable:
+                cursor.execute("SET LOCAL synchronous_commit = off")
             for table, written in batch.items():
                 name = SQL("{0}.{1}").format(self.schema, Identifier(table))
+                if written.replaced:
+                    cursor.execute(SQL("DELETE FROM {0}").format(name))
                 if written.changed:
                     cursor.executemany(*self._update(name, written, table))
                 if written.added:

@@ -134,13 +134,15 @@ class Scratch:
             return SQLiteTables(self.path(name))
         return PostgresTables(self.database_url, name)
 
-    def floor(self, name: str, keys: dict[str, tuple[int, ...]]) -> SQLiteFloor | PostgresFloor:
+    def floor(
+        self, name: str, keys: dict[str, tuple[int, ...]], durable: bool = True
+    ) -> SQLiteFloor | PostgresFloor:
         """Create ledger store ``name`` (its tables, no event) and open it for writing
         captured rows raw; ``keys`` are the tables' primary keys (see :mod:`floor`)."""
         self.open_ledger(name).close()
         if self.backend == "sqlite":
-            return SQLiteFloor(self.path(name))
-        return PostgresFloor(self.database_url, name, keys)
+            return SQLiteFloor(self.path(name), durable)
+        return PostgresFloor(self.database_url, name, keys, durable)
 
     def read_log(self, name: str, table: str) -> int:
         """Read the whole log of ledger store ``name`` raw; return how many rows."""
