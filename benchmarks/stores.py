@@ -33,7 +33,14 @@ from benchmarks.baselines import (
     sqlite_replay_env,
 )
 from benchmarks.datasets import VERSIONS, chunks, round_claims, subject_count
-from benchmarks.floor import PostgresFloor, PostgresTables, SQLiteFloor, SQLiteTables, TableReader
+from benchmarks.floor import (
+    FloorWriter,
+    PostgresFloor,
+    PostgresTables,
+    SQLiteFloor,
+    SQLiteTables,
+    TableReader,
+)
 from erstwhile import Ledger
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -134,15 +141,13 @@ class Scratch:
             return SQLiteTables(self.path(name))
         return PostgresTables(self.database_url, name)
 
-    def floor(
-        self, name: str, keys: dict[str, tuple[int, ...]], durable: bool = True
-    ) -> SQLiteFloor | PostgresFloor:
-        """Create ledger store ``name`` (its tables, no event) and open it for writing
-        captured rows raw; ``keys`` are the tables' primary keys (see :mod:`floor`)."""
+    def floor(self, name: str, durable: bool = True) -> FloorWriter:
+        """Create ledger store ``name`` (a ledger's tables, no event) and open it for
+        writing captured rows raw (see :mod:`benchmarks.floor`)."""
         self.open_ledger(name).close()
         if self.backend == "sqlite":
             return SQLiteFloor(self.path(name), durable)
-        return PostgresFloor(self.database_url, name, keys, durable)
+        return PostgresFloor(self.database_url, name, durable)
 
     def read_log(self, name: str, table: str) -> int:
         """Read the whole log of ledger store ``name`` raw; return how many rows."""

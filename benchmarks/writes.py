@@ -4,11 +4,12 @@ proposal check on a subject that already has versions."""
 from __future__ import annotations
 
 import random
+from contextlib import ExitStack, closing
 from typing import Any
 
 from benchmarks.baselines import raw_row
 from benchmarks.datasets import VERSIONS, Claim, chunks, claim, subject_count
-from benchmarks.floor import FLOOR_VS_RAW, OURS_VS_FLOOR, Batch, capture
+from benchmarks.floor import Batch, against_floor_row, capture, floor_row, row_counts
 from benchmarks.harness import Result, interleaved, latency_pair, rate
 from benchmarks.suite import Context, label
 from erstwhile import Ledger
@@ -24,11 +25,12 @@ RAW_BULK = {
     "postgres": "raw psycopg executemany of rows of the same size, one transaction per batch",
 }
 
-FLOOR = {
+FLOOR_BASELINE = {
     "sqlite": "the same rows written raw into the ledger's own tables: sqlite3 executemany "
-    "(INSERT OR REPLACE), one durable transaction per batch",
+    "(INSERT OR REPLACE) in key order, one durable transaction per batch",
     "postgres": "the same rows written raw into the ledger's own tables: psycopg COPY "
-    "(UPDATE for rows changed in place), one transaction per batch",
+    "in key order (UPDATE for rows changed in place), GIN pending lists merged, one "
+    "transaction per batch",
 }
 
 REVISION = f"remember, revision of a subject with {VERSIONS} versions"
@@ -71,58 +73,45 @@ def bulk_throughput(context: Context) -> list[Result]:
     parts = list(chunks(fresh_claims(preset.bulk_memories), preset.bulk_batch))
     requests = [[c.arguments() for c in part] for part in parts]
     rows = [[raw_row(c, i) for i, c in enumerate(part, start=1)] for part in parts]
-    written, keys = _captured(context, requests)
-    ledger = context.scratch.open_ledger("bulk")
-    raw = context.scratch.raw("raw_bulk")
-    floor = context.scratch.floor("bulk_floor", keys)
-    try:
+    written = _captured(context, requests)
+    with ExitStack() as stack:
+        ledger = stack.enter_context(closing(context.scratch.open_ledger("bulk")))
+        raw = stack.enter_context(closing(context.scratch.raw("raw_bulk")))
+        floor = stack.enter_context(closing(context.scratch.floor("bulk_floor")))
         ours, theirs, floors = interleaved(
             [lambda b: ledger.remember_many(b[0]), lambda b: raw.commit_many(b[1]),
              lambda b: floor.write(b[2])],
             list(zip(requests, rows, written, strict=True)),
         )  # fmt: skip
-    finally:
-        ledger.close()
-        raw.close()
-        floor.close()
-    _check_floor(context)
+    counts = [_row_counts(context, name) for name in ("bulk", "bulk_floor")]
+    if counts[0] != counts[1]:
+        raise RuntimeError(f"the floor wrote {counts[1]}, erstwhile {counts[0]} rows")
     count, backend = preset.bulk_memories, context.backend
     ours_rate, raw_rate, floor_rate = (rate(count, sum(t)) for t in (ours, theirs, floors))
+    name = f"remember_many, batches of {preset.bulk_batch}"
     return [
-        Result(f"remember_many, batches of {preset.bulk_batch}", backend, ours_rate, raw_rate,
-               "memories/s", RAW_BULK[backend], "bulk"),
-        Result(FLOOR_VS_RAW, backend, floor_rate, raw_rate, "memories/s", RAW_BULK[backend],
+        Result(name, backend, ours_rate, raw_rate, "memories/s", RAW_BULK[backend], "bulk"),
+        Result(floor_row(name), backend, floor_rate, raw_rate, "memories/s", RAW_BULK[backend],
                "bulk"),
-        Result(OURS_VS_FLOOR, backend, ours_rate, floor_rate, "memories/s", FLOOR[backend],
-               "bulk"),
+        Result(against_floor_row(name), backend, ours_rate, floor_rate, "memories/s",
+               FLOOR_BASELINE[backend], "bulk"),
     ]  # fmt: skip
 
 
-def _check_floor(context: Context) -> None:
-    """Make sure the floor wrote what erstwhile wrote: as many rows in every table."""
-    counts = []
-    for name in ("bulk", "bulk_floor"):
-        tables = context.scratch.tables(name)
-        try:
-            counts.append({table: len(rows) for table, rows in tables.rows().items()})
-        finally:
-            tables.close()
-    if counts[0] != counts[1]:
-        raise RuntimeError(f"the floor wrote {counts[1]}, erstwhile {counts[0]} rows")
+def _row_counts(context: Context, store: str) -> dict[str, int]:
+    """How many rows each table of a store holds."""
+    with closing(context.scratch.tables(store)) as tables:
+        return row_counts(tables)
 
 
-def _captured(
-    context: Context, requests: list[list[dict[str, Any]]]
-) -> tuple[list[Batch], dict[str, tuple[int, ...]]]:
+def _captured(context: Context, requests: list[list[dict[str, Any]]]) -> list[Batch]:
     """Write the batches once, untimed, into a fresh ledger; return the rows each batch
-    wrote, table by table, and the tables' primary keys."""
-    ledger = context.scratch.open_ledger("bulk_capture")
-    tables = context.scratch.tables("bulk_capture")
-    try:
-        return capture(ledger, tables, requests), tables.keys
-    finally:
-        ledger.close()
-        tables.close()
+    wrote, table by table."""
+    with (
+        closing(context.scratch.open_ledger("bulk_capture")) as ledger,
+        closing(context.scratch.tables("bulk_capture")) as tables,
+    ):
+        return capture(ledger, tables, requests)
 
 
 def proposal_check(context: Context) -> list[Result]:
