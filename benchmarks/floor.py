@@ -369,6 +369,6 @@ def _update(name: Composed, written: TableRows) -> tuple[Composed, list[list[Any
     return statement, [[row[i] for i in rest] + [row[i] for i in keys] for row in written.changed]
 
 
-def row_counts(reader: TableReader, leave_out: Sequence[str] = ()) -> dict[str, int]:
-    """How many rows each table of a store holds (but those left out)."""
-    return {table: len(rows) for table, rows in reader.rows().items() if table not in leave_out}
+def row_counts(reader: TableReader) -> dict[str, int]:
+    """How many rows each table of a store holds."""
+    return {table: len(rows) for table, rows in reader.rows().items()}
