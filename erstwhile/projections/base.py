@@ -15,9 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from functools import cache
+from typing import NamedTuple
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.domain.events import LedgerEvent
+from erstwhile.domain.events import Asserted, LedgerEvent
 from erstwhile.eventstore import EventFilter, EventLog, RecordedEvent, Sql, translated_errors
 from erstwhile.eventstore.backend import TAGGED, Backend
 from erstwhile.projections.batch import BufferedSql
@@ -49,6 +50,17 @@ Progress = Callable[[str, int, int], None]
 
 Folded = Sequence[tuple[RecordedEvent, LedgerEvent]]
 """A batch of events in log order, each with its decoded domain event."""
+
+
+class Prepared(NamedTuple):
+    """A batch read and decoded before the write transaction that folds it."""
+
+    tracked: dict[str, int]
+    """The projections' positions the batch follows."""
+    tip: int
+    """The log's tip, read before the batch's keys."""
+    records: list[RecordedEvent]
+    decoded: list[LedgerEvent]
 
 
 class Projection(ABC):
@@ -227,19 +239,33 @@ class ProjectionRunner:
 
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
         """Apply every event not yet applied, up to ``until`` when given (a position where
-        an append ends); return the position reached."""
+        an append ends); return the position reached.
+
+        Where two of this runner's write transactions must leave a writer waiting for
+        the lock its turn between them (SQLite, see ``Backend.writer_turn_seconds``),
+        each batch is read and decoded in a snapshot first (:meth:`_prepare`) and only
+        folded in the write transaction: the turn is spent reading instead of sleeping
+        (a rebuild on SQLite ran 15% to 30% faster). Where the lock is granted in order
+        (PostgreSQL) there is no turn to fill, and the batch is read in the transaction:
+        a snapshot of its own would cost round trips."""
         lowest, head = self.lag()
         target = head if until is None else min(until, head)
+        released: float | None = None
+        """When this runner's last write transaction ended."""
         while lowest < target:
+            prepared = self._prepare(target) if self.backend.writer_turn_seconds else None
+            if released is not None:  # a writer waiting for the lock gets its turn
+                pause = self.backend.writer_turn_seconds - (time.monotonic() - released)
+                if pause > 0:
+                    time.sleep(pause)
             # Not durable: a crash can only set the projections back to a position they
             # fully applied, and the log (which is durable) folds again from there. A
             # shadow build is followed by the rebuild's durable swap.
             bulk = self.shadow is not None
             with translated_errors(), self.backend.write(durable=False, bulk=bulk) as sql:
-                lowest = self.apply_batch(sql, until=target)
+                lowest = self.apply_batch(sql, until=target, prepared=prepared)
+            released = time.monotonic()
             self.after_commit(lowest)
-            if lowest < target:  # more batches to come: let a waiting writer in first
-                time.sleep(self.backend.writer_turn_seconds)
             if progress is not None:
                 for projection in self.projections:
                     progress(projection.name, lowest, target)
@@ -295,7 +321,9 @@ class ProjectionRunner:
         while self.apply_batch(sql) < tip:
             pass
 
-    def apply_batch(self, sql: Sql, until: int | None = None) -> int:
+    def apply_batch(
+        self, sql: Sql, until: int | None = None, prepared: Prepared | None = None
+    ) -> int:
         """Apply the next batch inside ``sql``'s transaction, no further than ``until``
         (a position where an append ends) when given; return the lowest position.
 
@@ -308,19 +336,72 @@ class ProjectionRunner:
         position). A rebuild passes ``until``: its build must not fold past the live
         projections it reads, or the proposals it folds there find no candidates.
         (``until`` bounds the positions read, not their count: a log imported from one
-        namespace's export keeps its positions, gaps and all.)"""
+        namespace's export keeps its positions, gaps and all.)
+
+        ``prepared`` is the batch as :meth:`_prepare` read it before this transaction;
+        it is folded if the projections are still where it found them (another process
+        may have folded meanwhile), else the batch is read again here."""
         tracked = self.tracked_positions(sql)
+        if prepared is not None and prepared.tracked == tracked:
+            records, decoded = prepared.records, self._still_sealed(sql, prepared)
+        else:
+            records = self._next_records(sql, tracked, until)
+            if not records:
+                return min(tracked.values(), default=0)
+            decoded = self.log.decode_many(sql, records)
+        return self._fold(sql, list(zip(records, decoded, strict=True)), tracked)
+
+    def _prepare(self, until: int) -> Prepared | None:
+        """Read and decode the batch that comes next, in a snapshot (no write lock held),
+        for :meth:`apply_batch` to fold; None when there is none.
+
+        The log's tip is read first: a hard forget that commits after it moves the tip,
+        and one that committed before it has destroyed its keys in this snapshot."""
+        with translated_errors(), self.backend.read() as sql:
+            tip = self.log.tip(sql).position
+            tracked = self.tracked_positions(sql)
+            records = self._next_records(sql, tracked, until)
+            if not records:
+                return None
+            return Prepared(tracked, tip, records, self.log.decode_many(sql, records))
+
+    def _next_records(
+        self, sql: Sql, tracked: dict[str, int], until: int | None
+    ) -> list[RecordedEvent]:
+        """The events of the next batch (see :meth:`apply_batch`) after ``tracked``."""
         start = min(tracked.values(), default=0)
         if until is not None and until <= start:
-            return start
+            return []
         records = self.log.read(sql, EventFilter(after=start, until=until), limit=self.batch)
-        if not records:
-            return start
         runs_on = len(records) == self.batch and (until is None or records[-1].position < until)
         if runs_on and self.shadow is None:  # a build need not end where an append did
             records += self.log.rest_of_append(sql, records[-1])
-        decoded = self.log.decode_many(sql, records)
-        return self._fold(sql, list(zip(records, decoded, strict=True)), tracked)
+        return records
+
+    def _still_sealed(self, sql: Sql, prepared: Prepared) -> list[LedgerEvent]:
+        """The prepared batch's events, with every assertion whose key a hard forget has
+        destroyed since they were decoded decoded again (erased, as the fold must meet
+        it: its content must not reach the tables after the forget wiped them). A key
+        goes only in the transaction that appends its forget, so while the log's tip has
+        not moved there is nothing to look up."""
+        if self.log.tip(sql).position == prepared.tip:
+            return prepared.decoded
+        opened = [
+            (index, record)
+            for index, (record, event) in enumerate(
+                zip(prepared.records, prepared.decoded, strict=True)
+            )
+            if isinstance(event, Asserted) and not event.erased
+        ]
+        present = self.log.keyring.present(sql, [record.memory_key for _, record in opened])
+        gone = [(index, record) for index, record in opened if record.memory_key not in present]
+        if not gone:
+            return prepared.decoded
+        decoded = list(prepared.decoded)
+        again = self.log.decode_many(sql, [record for _, record in gone])
+        for (index, _), event in zip(gone, again, strict=True):
+            decoded[index] = event
+        return decoded
 
     def _fold(self, sql: Sql, batch: Folded, tracked: dict[str, int]) -> int:
         """Fold a batch projection by projection (each one's writes grouped), skipping

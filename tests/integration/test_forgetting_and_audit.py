@@ -141,6 +141,54 @@ def test_a_hard_forget_wipes_the_tables_of_a_rebuild_left_half_done(
         ledger.get(secret.id)
 
 
+def test_a_hard_forget_between_reading_a_batch_and_folding_it_keeps_its_content_out(
+    store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build reads and decodes its next batch before it takes the write lock. A hard
+    forget that commits in between has wiped the build's tables and destroyed the key:
+    the batch must then be folded as the forget left it, erased, not with the content
+    it was decoded with."""
+    ledger = open_ledger(namespace="acme")
+    secret = remember_secret(ledger)
+    other = open_ledger(namespace="acme")  # another writer, with connections of its own
+    # PostgreSQL grants its lock in order and reads each batch in its transaction; a
+    # writer's turn makes it read ahead too, so the path is tested on both backends.
+    monkeypatch.setattr(type(ledger.runner.backend), "writer_turn_seconds", 0.001)
+    prepare, apply_batch = ProjectionRunner._prepare, ProjectionRunner.apply_batch
+    decoded_with_content: list[bool] = []
+    content_folded: list[str | None] = []
+
+    def forget_meanwhile(runner: ProjectionRunner, until: int) -> Any:
+        prepared = prepare(runner, until)
+        if runner.shadow is not None and prepared is not None and not decoded_with_content:
+            (event,) = [e for r, e in zip(prepared.records, prepared.decoded, strict=True)
+                        if r.memory_id == secret.id]  # fmt: skip
+            decoded_with_content.append(event.content == SECRETS["content"])
+            other.forget(secret.id, hard=True)
+        return prepared
+
+    def look_after(
+        runner: ProjectionRunner, sql: Any, until: Any = None, prepared: Any = None
+    ) -> int:
+        reached = apply_batch(runner, sql, until, prepared)
+        if runner.shadow is not None and prepared is not None:
+            sql.execute(
+                f"SELECT content FROM {runner.shadow_name('memories')} WHERE id = ?",
+                (str(secret.id),),
+            )
+            content_folded.append(sql.fetchone()["content"])
+        return reached
+
+    monkeypatch.setattr(ProjectionRunner, "_prepare", forget_meanwhile)
+    monkeypatch.setattr(ProjectionRunner, "apply_batch", look_after)
+    ledger.rebuild()
+    assert decoded_with_content == [True]  # read before the forget: the content was there
+    assert len(content_folded) == 1 and not content_folded[0]  # folded erased: no content
+    assert leaked(store_url) == []
+    with pytest.raises(NotFound):
+        ledger.get(secret.id)
+
+
 def rows_now(url: str, scratch: Path) -> bytes:
     """The bytes of the rows the store holds now (not its freed pages, nor the WAL's
     earlier frames, which the scrub after a forget clears): a ``VACUUM INTO`` copy of

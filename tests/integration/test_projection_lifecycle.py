@@ -97,6 +97,35 @@ def test_a_large_write_leaves_the_wal_file_no_larger_than_its_limit(tmp_path: An
         assert wal.stat().st_size <= WAL_SIZE_LIMIT
 
 
+def test_a_batch_read_ahead_that_another_process_folded_meanwhile_is_not_folded_again(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up reads and decodes its next batch before it takes the write lock (where
+    the lock leaves writers a turn: SQLite). Another process may fold that batch in
+    between; the catch-up then folds on from where that process left the projections,
+    nothing twice."""
+    monkeypatch.setattr(type(open_ledger().runner.backend), "writer_turn_seconds", 0.001)
+    follower, other = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    writer = open_ledger(namespace="acme", sync_projections=False)
+    for _ in range(3):
+        seed(writer, 400)
+    prepare = follower.runner._prepare
+    overtaken: list[int] = []
+
+    def overtaken_meanwhile(until: int) -> Any:
+        prepared = prepare(until)
+        if not overtaken:
+            overtaken.append(other.runner.catch_up())
+        return prepared
+
+    monkeypatch.setattr(follower.runner, "_prepare", overtaken_meanwhile)
+    assert follower.runner.catch_up() == writer.head() == overtaken[0]
+    folded = dump(follower)
+    assert len(folded["memories"]) == 1200
+    follower.rebuild()
+    assert dump(follower) == folded
+
+
 def test_rebuild_runs_beside_readers_and_writers(open_ledger: OpenLedger) -> None:
     ledger = open_ledger(namespace="acme", clock=None)
     old = ledger.remember("The team uses Supabase", subject="team", attribute="database",
