@@ -106,9 +106,11 @@ class Backend(ABC):
     """eventsourcing's tracking table: one row per projection and its position."""
     events_table = "erstwhile_events"
     writer_turn_seconds: float = 0.0
-    """How long a long run of write transactions (a catch-up, a rebuild's build) pauses
-    between two, so that a writer waiting for the lock gets it: PostgreSQL grants its
-    lock in the order asked, SQLite to whoever asks first once it is free."""
+    """How long a long run of write transactions (a catch-up, a rebuild's build) leaves
+    the lock free between two at least, so that a writer waiting for it gets it (the
+    catch-up reads its next batch meanwhile, and pauses only for what is left of the
+    turn): PostgreSQL grants its lock in the order asked, SQLite to whoever asks first
+    once it is free."""
     scrub_wait_seconds: float = 30.0
     """How long a scrub waits for other connections' older snapshots, which still see
     the erased rows, to end (as long as a writer waits for the write lock)."""

@@ -243,15 +243,15 @@ class ProjectionRunner:
 
         Where two of this runner's write transactions must leave a writer waiting for
         the lock its turn between them (SQLite, see ``Backend.writer_turn_seconds``),
-        each batch is read and decoded in a snapshot first (:meth:`_prepare`) and only
-        folded in the write transaction: the turn is spent reading instead of sleeping
-        (a rebuild on SQLite ran 15% to 30% faster). Where the lock is granted in order
-        (PostgreSQL) there is no turn to fill, and the batch is read in the transaction:
-        a snapshot of its own would cost round trips."""
+        each batch is read and decoded in a snapshot first (:meth:`_prepare`), and the
+        write transaction checks it and folds it: the turn is spent reading instead of
+        sleeping (see docs/performance.md). Where the lock is granted in order
+        (PostgreSQL) there is no turn to fill, and the batch is read in the transaction,
+        as a read ahead gained nothing there."""
         lowest, head = self.lag()
         target = head if until is None else min(until, head)
         released: float | None = None
-        """When this runner's last write transaction ended."""
+        """When this runner's last write transactions (a batch, what follows it) ended."""
         while lowest < target:
             prepared = self._prepare(target) if self.backend.writer_turn_seconds else None
             if released is not None:  # a writer waiting for the lock gets its turn
@@ -264,11 +264,11 @@ class ProjectionRunner:
             bulk = self.shadow is not None
             with translated_errors(), self.backend.write(durable=False, bulk=bulk) as sql:
                 lowest = self.apply_batch(sql, until=target, prepared=prepared)
-            released = time.monotonic()
             self.after_commit(lowest)
-            if progress is not None:
+            if progress is not None:  # may write too: a rebuild renews its claim
                 for projection in self.projections:
                     progress(projection.name, lowest, target)
+            released = time.monotonic()
         return lowest
 
     def after_commit(self, head: int) -> None:
@@ -355,8 +355,9 @@ class ProjectionRunner:
         """Read and decode the batch that comes next, in a snapshot (no write lock held),
         for :meth:`apply_batch` to fold; None when there is none.
 
-        The log's tip is read first: a hard forget that commits after it moves the tip,
-        and one that committed before it has destroyed its keys in this snapshot."""
+        The log's tip is read in the same snapshot as the keys: a hard forget that
+        commits after the snapshot moves the tip, and one that committed before it has
+        destroyed its keys in it (see :meth:`_still_sealed`)."""
         with translated_errors(), self.backend.read() as sql:
             tip = self.log.tip(sql).position
             tracked = self.tracked_positions(sql)
@@ -437,9 +438,10 @@ class ProjectionRunner:
     def erase_from_builds(self, sql: Sql, memory_ids: Sequence[str], instant: int) -> None:
         """Inside a hard forget's transaction, wipe the memories' content from the shadow
         tables of a rebuild, running in another process or left half-done: what the
-        build folded before the key was destroyed holds the content in plain text. (A
-        build folds under the write lock, so from this transaction on it decodes the
-        memories' assertions already erased.)"""
+        build folded before the key was destroyed holds the content in plain text. (From
+        this transaction on a build folds the memories' assertions erased: it decodes
+        them again under the write lock if it read them before, see
+        :meth:`_still_sealed`.)"""
         shadow = Shadow.of(self.projections)
         present = self.backend.existing_tables(sql, list(shadow.renames.values()))
         for projection in self.projections:
