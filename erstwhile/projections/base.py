@@ -58,7 +58,7 @@ class Prepared(NamedTuple):
     tracked: dict[str, int]
     """The projections' positions the batch follows."""
     tip: int
-    """The log's tip, read before the batch's keys."""
+    """The log's tip, read in the same snapshot as the batch's keys."""
     records: list[RecordedEvent]
     decoded: list[LedgerEvent]
 
@@ -250,8 +250,7 @@ class ProjectionRunner:
         as a read ahead gained nothing there."""
         lowest, head = self.lag()
         target = head if until is None else min(until, head)
-        released: float | None = None
-        """When this runner's last write transactions (a batch, what follows it) ended."""
+        released: float | None = None  # when this runner's last writes (a batch's) ended
         while lowest < target:
             prepared = self._prepare(target) if self.backend.writer_turn_seconds else None
             if released is not None:  # a writer waiting for the lock gets its turn
