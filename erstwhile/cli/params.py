@@ -15,6 +15,7 @@ from typing import Annotated, Any, get_args
 
 import orjson
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from erstwhile.domain import memory
 from erstwhile.domain.errors import ValidationError
@@ -166,6 +167,25 @@ def given(**options: Any) -> dict[str, Any]:
         for name, value in options.items()
         if value is not None and not (name in REPEATABLE and value in ([], ()))
     }
+
+
+class _TypelessHelp:
+    """A command or group whose ``--help`` shows no type: typer's own help option would
+    show ``<bool>`` there, as if the flag took a value (see :func:`flag`)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class Command(_TypelessHelp, TyperCommand):
+    """A command of the ``erstwhile`` command line (see :class:`_TypelessHelp`)."""
+
+
+class Group(_TypelessHelp, TyperGroup):
+    """A group of commands of the ``erstwhile`` command line (see :class:`_TypelessHelp`)."""
 
 
 def flag(name: str, help: str) -> Any:

@@ -13,16 +13,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from erstwhile.cli.context import open_ledger, settings
 from erstwhile.cli.output import console, dump, errors, print_json, status_table
-from erstwhile.cli.params import flag
+from erstwhile.cli.params import Command, Group, flag
 from erstwhile.domain.views import ProjectionStatus
 from erstwhile.projections.base import Progress as ProgressCallback
 
 projections_app = typer.Typer(
-    help="Inspect, rebuild and follow the read models folded from the log.", no_args_is_help=True
+    cls=Group,
+    help="Inspect, rebuild and follow the read models folded from the log.",
+    no_args_is_help=True,
 )
 
 
-@projections_app.command("rebuild")
+@projections_app.command("rebuild", cls=Command)
 def rebuild(
     ctx: typer.Context,
     name: Annotated[
@@ -64,7 +66,7 @@ def progress_bar(reached: dict[str, int]) -> Iterator[ProgressCallback]:
         yield advance
 
 
-@projections_app.command("status")
+@projections_app.command("status", cls=Command)
 def status(ctx: typer.Context) -> None:
     """Show how far each projection has folded the log, and the log's head."""
     # Without folding first: the point is to see how far behind the projections are.
@@ -81,7 +83,7 @@ def show_status(as_json: bool, statuses: list[ProjectionStatus]) -> None:
         console.print(status_table(statuses))
 
 
-@projections_app.command("run")
+@projections_app.command("run", cls=Command)
 def run(
     ctx: typer.Context,
     poll: Annotated[

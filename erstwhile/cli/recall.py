@@ -21,6 +21,8 @@ from erstwhile.cli.output import (
 )
 from erstwhile.cli.params import (
     AttributeOpt,
+    Command,
+    Group,
     KnownAtOpt,
     SubjectOpt,
     flag,
@@ -104,7 +106,9 @@ def conflicts(
         console.print(conflict_table(conflict))
 
 
-proposals_app = typer.Typer(invoke_without_command=True, subcommand_metavar="[COMMAND ARGS...]")
+proposals_app = typer.Typer(
+    cls=Group, invoke_without_command=True, subcommand_metavar="[COMMAND ARGS...]"
+)
 ProposalId = Annotated[
     str, typer.Argument(metavar="ID", help="The proposal's id.", show_default=False)
 ]
@@ -123,7 +127,7 @@ def proposals(ctx: typer.Context) -> None:
         console.print(proposal_table(found))
 
 
-@proposals_app.command("accept")
+@proposals_app.command("accept", cls=Command)
 def accept(ctx: typer.Context, proposal_id: ProposalId) -> None:
     """Accept a proposal: its newer memory supersedes the older one at its start."""
     with open_ledger(ctx) as ledger:
@@ -131,7 +135,7 @@ def accept(ctx: typer.Context, proposal_id: ProposalId) -> None:
     show_memory(settings(ctx).json, "Accepted: the newer memory", newer)
 
 
-@proposals_app.command("reject")
+@proposals_app.command("reject", cls=Command)
 def reject(
     ctx: typer.Context,
     proposal_id: ProposalId,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer.main
+from typer.testing import CliRunner
 
 from erstwhile.cli.app import app
 from erstwhile.domain.memory import MemoryDraft
@@ -42,6 +43,17 @@ def test_every_command_and_parameter_has_help() -> None:
         assert (command.help or "").strip(), f"{name} has no help text"
         for param in command.params:
             assert (getattr(param, "help", None) or "").strip(), f"{name} {param.name}: no help"
+
+
+def test_no_help_shows_a_type_for_a_flag() -> None:
+    """A flag takes no value, so its help shows no type: typer's would be ``<bool>``, as
+    if ``--json true`` were wanted. The built-in ``--help`` of every command and group
+    included."""
+    runner = CliRunner()
+    for name in ["erstwhile", *commands_by_name()]:
+        shown = runner.invoke(app, [*name.split()[1:], "--help"])
+        assert shown.exit_code == 0, f"{name}: {shown.output}"
+        assert "--help" in shown.output and "<bool>" not in shown.output, name
 
 
 def test_every_command_is_documented_in_the_reference() -> None:
