@@ -24,13 +24,12 @@ from erstwhile.cli.audit import audit_app
 from erstwhile.cli.context import Settings, settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
 from erstwhile.cli.output import console, dump, memory_table, print_json
-from erstwhile.cli.params import INVOCATION_NOW, TIME_HELP, Command, Group, flag
+from erstwhile.cli.params import INVOCATION_NOW, TIME_HELP, App, flag
 from erstwhile.cli.projections import projections_app
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError
 from erstwhile.ledger import Ledger
 
-app = typer.Typer(
-    cls=Group,
+app = App(
     help=f"erstwhile: a bi-temporal, event-sourced memory ledger.\n\n{TIME_HELP}",
     no_args_is_help=True,
     add_completion=False,
@@ -43,8 +42,8 @@ for command in (
     timeline.timeline,
     *transfer.COMMANDS,
 ):
-    app.command(cls=Command)(command)
-app.command("import", cls=Command)(transfer.import_)
+    app.command()(command)
+app.command("import")(transfer.import_)
 app.add_typer(recall.proposals_app, name="proposals")
 app.add_typer(audit_app, name="audit")
 app.add_typer(projections_app, name="projections")
@@ -81,7 +80,7 @@ def exit_code(error: ErstwhileError) -> int:
     return 3 if isinstance(error, ConcurrencyConflict) else 1
 
 
-@app.command(cls=Command)
+@app.command()
 def demo(
     ctx: typer.Context,
     file: Annotated[

@@ -16,16 +16,14 @@ from erstwhile.cli.output import (
     show_instant,
     show_memories,
 )
-from erstwhile.cli.params import Command, Group, parse_known_at, time_option
+from erstwhile.cli.params import App, parse_known_at, time_option
 from erstwhile.cli.projections import progress_bar
 from erstwhile.domain.errors import ErstwhileError
 
-audit_app = typer.Typer(
-    cls=Group, help="Read the append-only log: who wrote what, and when.", no_args_is_help=True
-)
+audit_app = App(help="Read the append-only log: who wrote what, and when.", no_args_is_help=True)
 
 
-@audit_app.command("log", cls=Command)
+@audit_app.command("log")
 def log(
     ctx: typer.Context,
     after: Annotated[
@@ -61,7 +59,7 @@ def log(
         console.print(event_table(events))
 
 
-@audit_app.command("verify", cls=Command)
+@audit_app.command("verify")
 def verify(ctx: typer.Context) -> None:
     """Check the log: its hash chain, its memories' keys, its tail; fail at the first break."""
     # Without folding first: a tampered log may not fold, and must still be checked.
@@ -75,7 +73,7 @@ def verify(ctx: typer.Context) -> None:
         console.print(f"Hash chain intact: {report.checked} events checked.")
 
 
-@audit_app.command("replay", cls=Command)
+@audit_app.command("replay")
 def replay(
     ctx: typer.Context,
     subject: Annotated[

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, get_args
@@ -16,6 +17,7 @@ from typing import Annotated, Any, get_args
 import orjson
 import typer
 from typer.core import TyperCommand, TyperGroup
+from typer.models import CommandFunctionType
 
 from erstwhile.domain import memory
 from erstwhile.domain.errors import ValidationError
@@ -186,6 +188,21 @@ class Command(_TypelessHelp, TyperCommand):
 
 class Group(_TypelessHelp, TyperGroup):
     """A group of commands of the ``erstwhile`` command line (see :class:`_TypelessHelp`)."""
+
+
+class App(typer.Typer):
+    """A typer app whose group and commands are :class:`Group` and :class:`Command`
+    unless told otherwise, so every command of the command line gets their help."""
+
+    def __init__(self, **options: Any) -> None:
+        options.setdefault("cls", Group)
+        super().__init__(**options)
+
+    def command(
+        self, *args: Any, **options: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        options.setdefault("cls", Command)
+        return super().command(*args, **options)
 
 
 def flag(name: str, help: str) -> Any:

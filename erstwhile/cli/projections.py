@@ -13,18 +13,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from erstwhile.cli.context import open_ledger, settings
 from erstwhile.cli.output import console, dump, errors, print_json, status_table
-from erstwhile.cli.params import Command, Group, flag
+from erstwhile.cli.params import App, flag
 from erstwhile.domain.views import ProjectionStatus
 from erstwhile.projections.base import Progress as ProgressCallback
 
-projections_app = typer.Typer(
-    cls=Group,
+projections_app = App(
     help="Inspect, rebuild and follow the read models folded from the log.",
     no_args_is_help=True,
 )
 
 
-@projections_app.command("rebuild", cls=Command)
+@projections_app.command("rebuild")
 def rebuild(
     ctx: typer.Context,
     name: Annotated[
@@ -66,7 +65,7 @@ def progress_bar(reached: dict[str, int]) -> Iterator[ProgressCallback]:
         yield advance
 
 
-@projections_app.command("status", cls=Command)
+@projections_app.command("status")
 def status(ctx: typer.Context) -> None:
     """Show how far each projection has folded the log, and the log's head."""
     # Without folding first: the point is to see how far behind the projections are.
@@ -83,7 +82,7 @@ def show_status(as_json: bool, statuses: list[ProjectionStatus]) -> None:
         console.print(status_table(statuses))
 
 
-@projections_app.command("run", cls=Command)
+@projections_app.command("run")
 def run(
     ctx: typer.Context,
     poll: Annotated[

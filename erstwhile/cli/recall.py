@@ -20,9 +20,8 @@ from erstwhile.cli.output import (
     show_when,
 )
 from erstwhile.cli.params import (
+    App,
     AttributeOpt,
-    Command,
-    Group,
     KnownAtOpt,
     SubjectOpt,
     flag,
@@ -106,9 +105,7 @@ def conflicts(
         console.print(conflict_table(conflict))
 
 
-proposals_app = typer.Typer(
-    cls=Group, invoke_without_command=True, subcommand_metavar="[COMMAND ARGS...]"
-)
+proposals_app = App(invoke_without_command=True, subcommand_metavar="[COMMAND ARGS...]")
 ProposalId = Annotated[
     str, typer.Argument(metavar="ID", help="The proposal's id.", show_default=False)
 ]
@@ -127,7 +124,7 @@ def proposals(ctx: typer.Context) -> None:
         console.print(proposal_table(found))
 
 
-@proposals_app.command("accept", cls=Command)
+@proposals_app.command("accept")
 def accept(ctx: typer.Context, proposal_id: ProposalId) -> None:
     """Accept a proposal: its newer memory supersedes the older one at its start."""
     with open_ledger(ctx) as ledger:
@@ -135,7 +132,7 @@ def accept(ctx: typer.Context, proposal_id: ProposalId) -> None:
     show_memory(settings(ctx).json, "Accepted: the newer memory", newer)
 
 
-@proposals_app.command("reject", cls=Command)
+@proposals_app.command("reject")
 def reject(
     ctx: typer.Context,
     proposal_id: ProposalId,
