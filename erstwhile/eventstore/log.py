@@ -11,7 +11,7 @@ clash (another writer appended to the same memory first) surfaces as
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
@@ -314,7 +314,7 @@ class EventLog:
         keys: dict[UUID, bytes],
     ) -> list[RecordedEvent]:
         stamped: list[RecordedEvent] = []
-        previous = tip.hash
+        previous, first = tip.hash, to_micros(start)
         for offset, event in enumerate(domain_events):
             key = None
             if isinstance(event, Asserted):
@@ -322,8 +322,8 @@ class EventLog:
             stored = self.mapper.encode(event, key)
             unhashed = RecordedEvent(
                 position=tip.position + 1 + offset,
-                recorded_at=start + offset * ONE_MICROSECOND,
-                memory_id=event.originator_id,
+                recorded_micros=first + offset,
+                memory_key=str(event.originator_id),
                 version=stored.originator_version,
                 topic=stored.topic,
                 schema_version=type(event).class_version,
@@ -331,6 +331,8 @@ class EventLog:
                 namespace=namespace,
                 payload=stored.state,
                 hash=b"",
+                memory_id=event.originator_id,
+                recorded_at=start + offset * ONE_MICROSECOND,
             )
             previous = chain_hash(previous, unhashed)
             stamped.append(unhashed.with_hash(previous))
@@ -493,7 +495,7 @@ class EventLog:
         decode, events = self.mapper.decode, []
         for r in records:
             try:
-                stored = StoredEvent(r.memory_id, r.version, r.topic, r.payload)
+                stored = StoredEvent(r.memory_key, r.version, r.topic, r.payload)
                 events.append(decode(stored, keys.get(r.memory_key)))
             except DECODE_ERRORS as error:
                 raise _undecodable(r, error) from error
@@ -525,7 +527,10 @@ class EventLog:
                     checked += 1
                     try:
                         record = RecordedEvent.from_row(row)
-                        intact = chain_hash(previous, replace(record, hash=b"")) == record.hash
+                        # Parsed here, not on first use: an id or instant that is no
+                        # UUID or number is a break at this row.
+                        _ = record.memory_id, record.recorded_at
+                        intact = chain_hash(previous, record.with_hash(b"")) == record.hash
                     except (TypeError, ValueError, OverflowError):
                         # A column changed to what the ledger never writes (text for a
                         # number, bytes for text, say): a break at this row, not a crash
@@ -614,10 +619,12 @@ class EventLog:
             if isinstance(event, Forgotten) and event.hard:
                 erased.append(event.originator_id)
             unhashed = RecordedEvent(
-                position=entry.position, recorded_at=entry.recorded_at,
-                memory_id=entry.event.originator_id, version=entry.event.originator_version,
-                topic=stored.topic, schema_version=type(entry.event).class_version,
-                actor=entry.actor, namespace=entry.namespace, payload=stored.state, hash=b"",
+                position=entry.position, recorded_micros=to_micros(entry.recorded_at),
+                memory_key=str(entry.event.originator_id),
+                version=entry.event.originator_version, topic=stored.topic,
+                schema_version=type(entry.event).class_version, actor=entry.actor,
+                namespace=entry.namespace, payload=stored.state, hash=b"",
+                memory_id=entry.event.originator_id, recorded_at=entry.recorded_at,
             )  # fmt: skip
             previous = chain_hash(previous, unhashed)
             stamped.append(unhashed.with_hash(previous))

@@ -52,7 +52,7 @@ def claim_from_row(row: Any) -> ClaimView:
 def claim_from_event(record: RecordedEvent, event: Asserted) -> ClaimView:
     """Build the claim view of a memory being asserted."""
     window = Window(event.valid_from, event.valid_until)
-    return ClaimView.of_new(event, record.memory_id, window, record.position)
+    return ClaimView.of_new(event, event.originator_id, window, record.position)
 
 
 Wanted = tuple[ClaimView, int]

@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, Superseded
-from erstwhile.domain.time import end_to_micros
+from erstwhile.domain.time import end_to_micros, to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.eventstore.backend import Backend
 from erstwhile.projections.base import Folded, Projection
@@ -435,7 +435,7 @@ class SearchProjection(Projection):
                 self._write_live(live, buffered)
                 self.erase(buffered, memory_id, record.recorded_micros)
             elif isinstance(event, Archived | Forgotten) or (
-                isinstance(event, Superseded) and event.at <= record.recorded_at
+                isinstance(event, Superseded) and to_micros(event.at) <= record.recorded_micros
             ):
                 live.remove(memory_id)
         self._write_live(live, buffered)
