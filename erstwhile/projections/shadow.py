@@ -38,6 +38,22 @@ class Shadow:
     :meth:`~erstwhile.projections.base.Projection.caught_up`)."""
     deferred: set[str] = field(default_factory=set)
     """The projections that put writes off until the build has caught up."""
+    rewritten: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Statements as rewritten so far (a build wraps each batch's transaction anew,
+    and its statements are the same every batch)."""
+
+    def rewrite(self, statement: str) -> str:
+        """``statement`` with the rebuilt tables renamed and its index named apart."""
+        rewritten = self.rewritten.get(statement)
+        if rewritten is None:
+            rewritten = INDEX.sub(rf"\g<1>\g<2>_{self.tag}", statement)
+            rewritten = self._tables().sub(lambda m: self.renames[m.group(1)], rewritten)
+            self.rewritten[statement] = rewritten
+        return rewritten
+
+    def _tables(self) -> re.Pattern[str]:
+        names = "|".join(sorted(self.renames, key=len, reverse=True))
+        return re.compile(rf"\b({names})\b")
 
     @classmethod
     def of(cls, projections: Sequence[Projection]) -> Shadow:
@@ -57,17 +73,7 @@ class ShadowSql(PassingSql):
         super().__init__(sql)
         self.shadow = shadow
         """The build these statements belong to."""
-        names = "|".join(sorted(shadow.renames, key=len, reverse=True))
-        self._tables = re.compile(rf"\b({names})\b")
-        self._cache: dict[str, str] = {}
-
-    def _rewrite(self, statement: str) -> str:
-        rewritten = self._cache.get(statement)
-        if rewritten is None:
-            rewritten = INDEX.sub(rf"\g<1>\g<2>_{self.shadow.tag}", statement)
-            rewritten = self._tables.sub(lambda m: self.shadow.renames[m.group(1)], rewritten)
-            self._cache[statement] = rewritten
-        return rewritten
+        self._rewrite = shadow.rewrite
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
         self._sql.execute(self._rewrite(statement), params)
