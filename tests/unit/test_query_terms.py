@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from erstwhile.projections.search import indexed_text, query_terms, words
+from erstwhile.projections.search import folded, indexed_text, query_terms, words
 
 
 @pytest.mark.parametrize(
@@ -73,3 +73,10 @@ def test_a_document_holds_its_own_question_s_terms_however_it_was_composed(text:
         for form in ("NFC", "NFD"):
             assert indexed_text(unicodedata.normalize(form, text), fold) == document
             assert set(query_terms(unicodedata.normalize(form, text), fold)) <= held
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_text_is_indexed_as_the_words_of_any_other_text_are(text: str) -> None:
+    """PostgreSQL's documents in ASCII take a shorter way than the words and folding
+    that any other text goes through; it gives the same."""
+    assert indexed_text(text, fold=True) == " ".join(folded(" ".join(words(text))))
