@@ -302,10 +302,13 @@ class LiveWrites:
                 f"DELETE FROM {LIVE} WHERE memory_id = ?", [(i,) for i in sorted(self.removed)]
             )
         if self.added:
+            # The ids as one JSON array, not a text[] parameter, which psycopg spells
+            # out in Python, a regular expression matched against each id.
             sql.execute(
                 f"INSERT INTO {LIVE} (memory_id, position, body) "
-                f"SELECT memory_id, position, body FROM {FULL} WHERE memory_id = ANY(?)",
-                (sorted(self.added),),
+                f"SELECT memory_id, position, body FROM {FULL} "
+                "WHERE memory_id = ANY(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))",
+                (orjson.dumps(sorted(self.added)).decode(),),
             )
         self._gather_again()
         return removals
