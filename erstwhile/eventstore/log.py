@@ -149,6 +149,22 @@ def _undecodable(record: RecordedEvent, error: Exception) -> StoreUnavailable:
     )
 
 
+def _unreadable(rows: Sequence[Any]) -> StoreUnavailable:
+    """The error for a page of stored rows one of which holds what the ledger never
+    writes (text where an instant was, say), naming the first such row."""
+    for row in rows:
+        try:
+            RecordedEvent.from_row(row)
+        except (TypeError, ValueError) as error:
+            return StoreUnavailable(
+                f"the event at position {row['position']} (memory {row['originator_id']}) "
+                f"cannot be read: its row holds what the ledger never writes ({error}); the "
+                "store was changed outside the ledger (run `erstwhile audit verify` to find "
+                "where)"
+            )
+    return StoreUnavailable("a stored event cannot be read")  # pragma: no cover
+
+
 def _start_after(tip: LogTip, now: datetime) -> datetime:
     """Where an append after ``tip`` starts: ``now``, but at least :data:`APPEND_GAP`
     after the last event (transaction time never steps back)."""
@@ -426,7 +442,11 @@ class EventLog:
         self, sql: Sql, selection: EventFilter, limit: int | None = None
     ) -> list[RecordedEvent]:
         """Return the selected events in log order, inside an open transaction."""
-        records = [RecordedEvent.from_row(row) for row in self._rows(sql, selection, limit)]
+        rows = self._rows(sql, selection, limit)
+        try:
+            records = [RecordedEvent.from_row(row) for row in rows]
+        except (TypeError, ValueError):
+            raise _unreadable(rows) from None
         if selection.memory_id is None:
             return records
         return [record for record in records if selection.admits(record)]

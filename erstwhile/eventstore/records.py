@@ -145,11 +145,13 @@ class RecordedEvent:
         ``uuid``, spelled out once): the hash chain covers it as stored, so an id
         rewritten to another spelling of the same UUID fails verification, and neither
         backend's id is parsed or printed twice."""
-        stored_id = row["originator_id"]
+        micros, stored_id = row["recorded_at"], row["originator_id"]
+        if type(micros) is not int:  # SQLite keeps any type in any column
+            raise TypeError(f"recorded_at is {micros!r}, not a number")
         text = stored_id if type(stored_id) is str else str(stored_id)
         memory_id = stored_id if type(stored_id) is UUID else None
         return cls(
-            row["position"], row["recorded_at"], text, row["originator_version"], row["topic"],
+            row["position"], micros, text, row["originator_version"], row["topic"],
             row["schema_version"], row["actor"], row["namespace"], _as_bytes(row["state"]),
             _as_bytes(row["hash"]), memory_id=memory_id,
         )  # fmt: skip

@@ -1477,3 +1477,34 @@ def test_a_corrupt_payload_is_a_clear_error_that_changes_nothing(
     assert list(scratch.iterdir()) == []
     assert ledger.verify().first_break == 1
     assert OUTSIDE_TOPIC.split(":")[0] not in sys.modules  # never imported to be read
+
+
+def test_a_row_of_the_wrong_type_is_a_clear_error_that_changes_nothing(
+    sqlite_url: str, clock: ManualClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite keeps any type in any column: an event whose instant was overwritten with
+    text is StoreUnavailable naming it, for every read of the log, as a corrupt payload
+    is; nothing changes."""
+    ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester", clock=clock)
+    story(ledger, clock)
+    first = next(ledger.events()).memory_id
+    before, count = answers(ledger), stored_events(ledger)
+    tamper(sqlite_url, "UPDATE erstwhile_events SET recorded_at = 'soon' WHERE position = 1")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    reads = {
+        "events": lambda: list(ledger.events()),
+        "export": lambda: ledger.export(io.BytesIO()),
+        "rebuild": ledger.rebuild,
+    }
+    for name, read in reads.items():
+        with pytest.raises(StoreUnavailable) as raised:
+            read()
+        message = str(raised.value)
+        assert f"event at position 1 (memory {first})" in message, name
+        assert "'soon'" in message and "audit verify" in message, name
+    assert answers(ledger) == before and stored_events(ledger) == count
+    assert list(scratch.iterdir()) == []
+    assert ledger.verify().first_break == 1
+    ledger.close()
