@@ -515,7 +515,7 @@ class EventLog:
         decode, events = self.mapper.decode, []
         for r in records:
             try:
-                stored = StoredEvent(r.memory_key, r.version, r.topic, r.payload)
+                stored = StoredEvent(r.memory_ref, r.version, r.topic, r.payload)
                 events.append(decode(stored, keys.get(r.memory_key)))
             except DECODE_ERRORS as error:
                 raise _undecodable(r, error) from error
@@ -547,8 +547,9 @@ class EventLog:
                     checked += 1
                     try:
                         record = RecordedEvent.from_row(row)
-                        # Parsed here, not on first use: an id or instant that is no
-                        # UUID or number is a break at this row.
+                        # Parsed here, not on first use: an id that is no UUID is a
+                        # break at this row (as is an instant that is no datetime's,
+                        # which reading the row refuses already).
                         _ = record.memory_id, record.recorded_at
                         intact = chain_hash(previous, record.with_hash(b"")) == record.hash
                     except (TypeError, ValueError, OverflowError):

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
 import orjson
 
-from erstwhile.domain.time import from_micros
+from erstwhile.domain.time import LAST_INSTANT, from_micros, to_micros
 
 EVENT_COLUMNS = (
     "position, originator_id, originator_version, topic, schema_version, state, "
     "recorded_at, actor, namespace, hash"
 )
 """The events table's columns, in the order :meth:`RecordedEvent.as_row` gives values."""
+
+EARLIEST_MICROS = to_micros(datetime.min.replace(tzinfo=UTC))
+LATEST_MICROS = to_micros(LAST_INSTANT)
+"""The stored instants a ``datetime`` can hold."""
 
 GENESIS_HASH = bytes(32)
 """The "previous hash" of the first event in a log."""
@@ -110,11 +114,19 @@ class RecordedEvent:
         return hash(self._stored())
 
     def __repr__(self) -> str:
+        # The stored forms only: a repr must not fail on a row it is asked to show.
         return (
-            f"RecordedEvent(position={self.position}, recorded_at={self.recorded_at!r}, "
-            f"memory_id={self.memory_key!r}, version={self.version}, topic={self.topic!r}, "
-            f"actor={self.actor!r}, namespace={self.namespace!r})"
+            f"RecordedEvent(position={self.position}, recorded_micros={self.recorded_micros!r}, "
+            f"memory_key={self.memory_key!r}, version={self.version}, topic={self.topic!r}, "
+            f"schema_version={self.schema_version}, actor={self.actor!r}, "
+            f"namespace={self.namespace!r}, payload={self.payload!r}, hash={self.hash!r})"
         )
+
+    @property
+    def memory_ref(self) -> UUID | str:
+        """The memory id as parsed already, else its text (for a reader, such as
+        pydantic, that parses it faster than ``UUID`` does)."""
+        return self._memory_id if self._memory_id is not None else self.memory_key
 
     def with_hash(self, digest: bytes) -> RecordedEvent:
         """Return this event carrying ``digest`` as its hash."""
@@ -146,8 +158,12 @@ class RecordedEvent:
         rewritten to another spelling of the same UUID fails verification, and neither
         backend's id is parsed or printed twice."""
         micros, stored_id = row["recorded_at"], row["originator_id"]
-        if type(micros) is not int:  # SQLite keeps any type in any column
-            raise TypeError(f"recorded_at is {micros!r}, not a number")
+        # Checked here, though parsed only when asked for: SQLite keeps any type in any
+        # column, and a fold uses the number as it is.
+        if type(micros) is not int:
+            raise TypeError(f"recorded_at is {micros!r}, not an integer")
+        if not EARLIEST_MICROS <= micros <= LATEST_MICROS:
+            raise ValueError(f"recorded_at is {micros}, outside the years 1 to 9999")
         text = stored_id if type(stored_id) is str else str(stored_id)
         memory_id = stored_id if type(stored_id) is UUID else None
         return cls(
