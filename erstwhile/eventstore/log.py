@@ -548,9 +548,8 @@ class EventLog:
                     try:
                         record = RecordedEvent.from_row(row)
                         # Parsed here, not on first use: an id that is no UUID is a
-                        # break at this row (as is an instant that is no datetime's,
-                        # which reading the row refuses already).
-                        _ = record.memory_id, record.recorded_at
+                        # break at this row (from_row refuses a bad instant itself).
+                        _ = record.memory_id
                         intact = chain_hash(previous, record.with_hash(b"")) == record.hash
                     except (TypeError, ValueError, OverflowError):
                         # A column changed to what the ledger never writes (text for a

@@ -52,7 +52,7 @@ class RecordedEvent:
         "schema_version",
         "topic",
         "version",
-    )  # fmt: skip
+    )
 
     def __init__(
         self,
