@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from erstwhile import Ledger, NotFound, State, ValidationError
+from erstwhile.eventstore.sqlite import PAGE_SIZE
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "ledger-v1.db"
 
@@ -63,6 +66,22 @@ def test_new_writes_extend_an_old_log(old_ledger: Ledger) -> None:
         aws = ledger.facts("team", "database")[0]
         gcp = ledger.revise(aws.id, "The team moved to GCP", value="GCP", at="2026-10-01T00:00:00Z")
         assert [m.value for m in ledger.chain(gcp.id)] == ["Supabase", "AWS", "GCP"]
+
+
+def test_a_store_keeps_the_page_size_it_was_made_with(old_ledger: Ledger, tmp_path: Path) -> None:
+    """The fixture was made with SQLite's default pages (4,096 bytes); new stores get
+    smaller ones (see ``PAGE_SIZE``). Opening and writing to the old one changes no page."""
+
+    def page_size(path: Path) -> int:
+        with closing(sqlite3.connect(path)) as connection:
+            return int(connection.execute("PRAGMA page_size").fetchone()[0])
+
+    with old_ledger as ledger:
+        ledger.remember("The team keeps its 4 KB pages", subject="team", attribute="pages")
+    assert page_size(tmp_path / "ledger-v1.db") == 4096 != PAGE_SIZE
+    with Ledger.open(tmp_path / "new.db") as ledger:
+        ledger.remember("A new store", subject="team")
+    assert page_size(tmp_path / "new.db") == PAGE_SIZE == 2048
 
 
 def test_schema_1_memories_cannot_be_hard_forgotten_but_can_be_soft(old_ledger: Ledger) -> None:
