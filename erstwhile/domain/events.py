@@ -9,6 +9,7 @@ changes shape, the class gains ``upcast_vN_vN+1`` and old stored events still re
 from __future__ import annotations
 
 from datetime import datetime
+from hashlib import sha1
 from typing import Any, ClassVar
 from uuid import UUID, uuid5
 
@@ -110,8 +111,25 @@ def proposal_id(older_id: UUID, newer_id: UUID) -> UUID:
     return uuid5(PROPOSALS, f"{older_id}>{newer_id}")
 
 
+def proposal_key(older_key: str, newer_key: str) -> str:
+    """:func:`proposal_id` as text, from the two ids as text (lowercase, hyphenated).
+
+    What ``uuid5`` computes (the SHA-1 of the namespace's bytes and the name, with the
+    version digit set to 5 and the variant's two bits to ``10``), spelled out without
+    building a ``UUID``: 5 µs against 15 for ``str(proposal_id(...))`` with the ids'
+    text, and a fold computes one for every pair it proposes (a fifth of the proposals
+    projection's time in a rebuild). A property test holds the two equal.
+    """
+    digest = sha1(PROPOSALS_BYTES + f"{older_key}>{newer_key}".encode()).hexdigest()
+    variant = VARIANT_DIGITS[digest[16]]
+    return f"{digest[:8]}-{digest[8:12]}-5{digest[13:16]}-{variant}{digest[17:20]}-{digest[20:32]}"
+
+
 PROPOSALS = UUID("6f1b3f0e-5c1d-4a8e-9a57-2f4c1e0b7d21")
 """The UUIDv5 namespace of proposal ids."""
+PROPOSALS_BYTES = PROPOSALS.bytes
+VARIANT_DIGITS = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+"""A hex digit with its top two bits set to ``10`` (the RFC 4122 variant)."""
 
 MEMORY_EVENTS: tuple[type[LedgerEvent], ...] = (Asserted, Superseded, Archived, Forgotten)
 LEDGER_EVENTS: tuple[type[LedgerEvent], ...] = (*MEMORY_EVENTS, ProposalRejected)

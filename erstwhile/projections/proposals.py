@@ -15,7 +15,7 @@ from erstwhile.domain.events import (
     LedgerEvent,
     ProposalRejected,
     Superseded,
-    proposal_id,
+    proposal_key,
 )
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded, Projection
@@ -94,11 +94,13 @@ class ProposalsProjection(Projection):
             ]
             olders = candidates_many(sql, namespace, wanted, self.dialect)
             for (newer, _), candidates in zip(wanted, olders, strict=True):
-                found[newer.position] = [
-                    (str(proposal_id(older.id, newer.id)), str(older.id), newer.confidence)
-                    for older in candidates
-                    if clears_bar(older, newer)
-                ]
+                newer_key = str(newer.id)
+                pairs = found[newer.position] = []
+                for older in candidates:
+                    if clears_bar(older, newer):
+                        older_key = str(older.id)
+                        pair = proposal_key(older_key, newer_key)
+                        pairs.append((pair, older_key, newer.confidence))
         return found
 
     def _existing(self, sql: Sql, pairs: list[str]) -> set[str]:
