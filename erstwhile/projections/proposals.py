@@ -94,12 +94,11 @@ class ProposalsProjection(Projection):
             ]
             olders = candidates_many(sql, namespace, wanted, self.dialect)
             for (newer, _), candidates in zip(wanted, olders, strict=True):
-                newer_key = str(newer.id)
                 pairs = found[newer.position] = []
                 for older in candidates:
                     if clears_bar(older, newer):
                         older_key = str(older.id)
-                        pair = proposal_key(older_key, newer_key)
+                        pair = proposal_key(older_key, str(newer.id))
                         pairs.append((pair, older_key, newer.confidence))
         return found
 
