@@ -141,13 +141,14 @@ class Scratch:
             return SQLiteTables(self.path(name))
         return PostgresTables(self.database_url, name)
 
-    def floor(self, name: str, durable: bool = True) -> FloorWriter:
+    def floor(self, name: str, durable: bool = True, single: bool = False) -> FloorWriter:
         """Create ledger store ``name`` (a ledger's tables, no event) and open it for
-        writing captured rows raw (see :mod:`benchmarks.floor`)."""
+        writing captured rows raw (see :mod:`benchmarks.floor`); ``single``: each batch
+        is one memory's rows."""
         self.open_ledger(name).close()
         if self.backend == "sqlite":
             return SQLiteFloor(self.path(name), durable)
-        return PostgresFloor(self.database_url, name, durable)
+        return PostgresFloor(self.database_url, name, durable, single)
 
     def read_log(self, name: str, table: str) -> int:
         """Read the whole log of ledger store ``name`` raw; return how many rows."""

@@ -10,7 +10,7 @@ from typing import Any
 from benchmarks.baselines import raw_row
 from benchmarks.datasets import VERSIONS, Claim, chunks, claim, subject_count
 from benchmarks.floor import Batch, against_floor_row, capture, floor_row, row_counts
-from benchmarks.harness import Result, interleaved, latency_pair, rate
+from benchmarks.harness import Result, interleaved, latency_pair, percentile, rate
 from benchmarks.suite import Context, label
 from erstwhile import Ledger
 
@@ -33,6 +33,13 @@ FLOOR_BASELINE = {
     "transaction per batch",
 }
 
+FLOOR_ONE = {
+    "sqlite": "the same rows written raw into the ledger's own tables: sqlite3 executemany "
+    "(INSERT OR REPLACE), one durable transaction",
+    "postgres": "the same rows written raw into the ledger's own tables: BEGIN, a "
+    "prepared INSERT per row and COMMIT in one psycopg pipeline (one round trip)",
+}
+
 REVISION = f"remember, revision of a subject with {VERSIONS} versions"
 NAMED = "remember, revision naming its subject as an entity"
 NEW_SUBJECT = "erstwhile remember on a new subject, same namespace"
@@ -45,23 +52,35 @@ def fresh_claims(count: int, offset: int = 0) -> list[Claim]:
 
 
 def remember_latency(context: Context) -> list[Result]:
-    """One durable ``remember`` at a time, against one raw single-row durable commit,
+    """One durable ``remember`` at a time, against one raw single-row durable commit
+    and against its floor (the rows that ``remember`` writes, written raw into the
+    ledger's own tables in one durable transaction: see :mod:`benchmarks.floor`),
     taking turns."""
     claims = fresh_claims(context.preset.remember_samples + 3)
-    pairs = [(c.arguments(), raw_row(c, i)) for i, c in enumerate(claims, start=1)]
-    ledger = context.scratch.open_ledger("remember")
-    raw = context.scratch.raw("raw_commit")
-    try:
-        ours, theirs = interleaved(
-            [lambda p: ledger.remember(**p[0]), lambda p: raw.commit_one(p[1])],
-            pairs[3:],
-            warmup=pairs[:3],
-        )
-    finally:
-        ledger.close()
-        raw.close()
-    return latency_pair("remember, one durable", context.backend, ours, theirs,
-                        RAW_COMMIT[context.backend], "remember")  # fmt: skip
+    arguments = [c.arguments() for c in claims]
+    written = _captured(context, [[a] for a in arguments], "remember_capture")
+    rows = [raw_row(c, i) for i, c in enumerate(claims, start=1)]
+    inputs = list(zip(arguments, rows, written, strict=True))
+    with ExitStack() as stack:
+        ledger = stack.enter_context(closing(context.scratch.open_ledger("remember")))
+        raw = stack.enter_context(closing(context.scratch.raw("raw_commit")))
+        floor = stack.enter_context(closing(context.scratch.floor("remember_floor", single=True)))
+        ours, theirs, floors = interleaved(
+            [lambda p: ledger.remember(**p[0]), lambda p: raw.commit_one(p[1]),
+             lambda p: floor.write(p[2])],
+            inputs[3:],
+            warmup=inputs[:3],
+        )  # fmt: skip
+    _same_rows(context, "remember", "remember_floor")
+    backend, name = context.backend, "remember, one durable"
+    return [
+        *latency_pair(name, backend, ours, theirs, RAW_COMMIT[backend], "remember"),
+        *(Result(floor_row(f"{name} p{q}"), backend, percentile(floors, q),
+                 percentile(theirs, q), "ms", RAW_COMMIT[backend], "remember")
+          for q in (50, 99)),
+        Result(against_floor_row(f"{name} p50"), backend, percentile(ours, 50),
+               percentile(floors, 50), "ms", FLOOR_ONE[backend], "remember"),
+    ]  # fmt: skip
 
 
 def bulk_throughput(context: Context) -> list[Result]:
@@ -83,9 +102,7 @@ def bulk_throughput(context: Context) -> list[Result]:
              lambda b: floor.write(b[2])],
             list(zip(requests, rows, written, strict=True)),
         )  # fmt: skip
-    counts = [_row_counts(context, name) for name in ("bulk", "bulk_floor")]
-    if counts[0] != counts[1]:
-        raise RuntimeError(f"the floor wrote {counts[1]}, erstwhile {counts[0]} rows")
+    _same_rows(context, "bulk", "bulk_floor")
     count, backend = preset.bulk_memories, context.backend
     ours_rate, raw_rate, floor_rate = (rate(count, sum(t)) for t in (ours, theirs, floors))
     name = f"remember_many, batches of {preset.bulk_batch}"
@@ -98,18 +115,27 @@ def bulk_throughput(context: Context) -> list[Result]:
     ]  # fmt: skip
 
 
+def _same_rows(context: Context, ours: str, floor: str) -> None:
+    """Fail unless the floor's store holds as many rows, table by table, as erstwhile's."""
+    counts = [_row_counts(context, name) for name in (ours, floor)]
+    if counts[0] != counts[1]:
+        raise RuntimeError(f"the floor wrote {counts[1]}, erstwhile {counts[0]} rows")
+
+
 def _row_counts(context: Context, store: str) -> dict[str, int]:
     """How many rows each table of a store holds."""
     with closing(context.scratch.tables(store)) as tables:
         return row_counts(tables)
 
 
-def _captured(context: Context, requests: list[list[dict[str, Any]]]) -> list[Batch]:
-    """Write the batches once, untimed, into a fresh ledger; return the rows each batch
-    wrote, table by table."""
+def _captured(
+    context: Context, requests: list[list[dict[str, Any]]], store: str = "bulk_capture"
+) -> list[Batch]:
+    """Write the batches once, untimed, into a fresh ledger (in store ``store``);
+    return the rows each batch wrote, table by table."""
     with (
-        closing(context.scratch.open_ledger("bulk_capture")) as ledger,
-        closing(context.scratch.tables("bulk_capture")) as tables,
+        closing(context.scratch.open_ledger(store)) as ledger,
+        closing(context.scratch.tables(store)) as tables,
     ):
         return capture(ledger, tables, requests)
 
