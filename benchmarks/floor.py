@@ -17,6 +17,8 @@ these tables could reach: the full-text vectors are copied as erstwhile's store 
 them, where erstwhile (as any program would) has the server compute them with
 ``to_tsvector`` (about 26 to 33 µs a memory on the machines measured).
 
+The writers that put captured rows back raw are in :mod:`benchmarks.floor_writers`.
+
 A rebuild has a floor too: reading the log raw, then writing every row the rebuilt
 projections hold into empty tables, in transactions of about as many events as the
 build folds in one, committed as the build commits them (not synced one by one).
@@ -27,13 +29,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Identifier
 
 from erstwhile import Ledger
-from erstwhile.eventstore.sqlite import BULK_CHECKPOINT_PAGES
 
 
 def floor_row(what: str) -> str:
@@ -258,150 +259,6 @@ class PostgresTables(TableReader):
 
     def close(self) -> None:
         self.connection.close()
-
-
-class FloorWriter(Protocol):
-    """Writes captured batches raw into a store a ledger created."""
-
-    def write(self, batch: Batch) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class SQLiteFloor:
-    """Writes captured batches into a SQLite file a ledger created (and never wrote to),
-    as the ledger's store is set: WAL, ``synchronous=FULL``, ``secure_delete``; not
-    ``durable``: ``synchronous=NORMAL`` and a checkpoint every 10,000 pages, as a
-    rebuild's build commits."""
-
-    def __init__(self, path: str, durable: bool = True) -> None:
-        self.connection = sqlite3.connect(path, isolation_level=None)
-        self.connection.execute("PRAGMA journal_mode=WAL")
-        self.connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        self.connection.execute("PRAGMA secure_delete=ON")
-        if not durable:
-            self.connection.execute(f"PRAGMA wal_autocheckpoint={BULK_CHECKPOINT_PAGES}")
-
-    def write(self, batch: Batch) -> None:
-        self.connection.execute("BEGIN IMMEDIATE")
-        for table, written in batch.items():
-            if written.replaced:
-                self.connection.execute(f"DELETE FROM {table}")
-            if written.removed:
-                where = " AND ".join(f"{written.columns[i]} = ?" for i in written.key)
-                self.connection.executemany(f"DELETE FROM {table} WHERE {where}", written.removed)
-            marks = ", ".join("?" * len(written.columns))
-            self.connection.executemany(
-                f"INSERT OR REPLACE INTO {table} ({', '.join(written.columns)}) VALUES ({marks})",
-                written.changed + written.added,
-            )
-        self.connection.execute("COMMIT")
-
-    def close(self) -> None:
-        self.connection.close()
-
-
-class PostgresFloor:
-    """Writes captured batches into a PostgreSQL schema a ledger created (and never
-    wrote to): removed rows by ``DELETE`` and changed rows by ``UPDATE`` on their
-    primary key, added rows by ``COPY``, then the schema's GIN pending lists merged (as
-    erstwhile merges its search tables' within the write); not ``durable``: with
-    ``synchronous_commit = off``, as a rebuild's build commits. ``single`` (batches of
-    one memory's rows, a few to a table): the whole transaction in one pipeline, a
-    prepared statement per row (a ``COPY`` per table would cost a round trip each; one
-    query of many statements bound in the client, planning each statement every time,
-    measured slower), and the pending lists left to grow (erstwhile merges them once
-    per thousands of rows, not per write)."""
-
-    def __init__(
-        self, database_url: str, schema: str, durable: bool = True, single: bool = False
-    ) -> None:
-        self.connection = psycopg.connect(database_url, autocommit=True)
-        self.schema = Identifier(schema)
-        self.schema_name = schema
-        self.durable = durable
-        self.single = single
-
-    def write(self, batch: Batch) -> None:
-        if self.single:
-            self._write_pipelined(batch)
-            return
-        with self.connection.transaction(), self.connection.cursor() as cursor:
-            if not self.durable:
-                cursor.execute("SET LOCAL synchronous_commit = off")
-            for table, written in batch.items():
-                name = SQL("{0}.{1}").format(self.schema, Identifier(table))
-                if written.replaced:
-                    cursor.execute(SQL("DELETE FROM {0}").format(name))
-                if written.removed:
-                    cursor.executemany(
-                        SQL("DELETE FROM {0} WHERE {1}").format(name, _matching(written)),
-                        written.removed,
-                    )
-                if written.changed:
-                    cursor.executemany(*_update(name, written))
-                if written.added:
-                    columns = SQL(", ").join(map(Identifier, written.columns))
-                    with cursor.copy(
-                        SQL("COPY {0} ({1}) FROM STDIN").format(name, columns)
-                    ) as copy:
-                        for row in written.added:
-                            copy.write_row(row)
-            cursor.execute(MERGE_PENDING, (self.schema_name,))
-
-    def _write_pipelined(self, batch: Batch) -> None:
-        """The batch in one pipeline (BEGIN, a prepared statement per row, COMMIT): one
-        round trip, and no statement parsed or planned twice."""
-        with self.connection.pipeline(), self.connection.cursor() as cursor:
-            cursor.execute("BEGIN")
-            for table, written in batch.items():
-                name = SQL("{0}.{1}").format(self.schema, Identifier(table))
-                if written.replaced:
-                    cursor.execute(SQL("DELETE FROM {0}").format(name))
-                where = _matching(written)
-                for key in written.removed:
-                    cursor.execute(SQL("DELETE FROM {0} WHERE {1}").format(name, where), key,
-                                   prepare=True)  # fmt: skip
-                if written.changed:
-                    statement, updates = _update(name, written)
-                    for update in updates:
-                        cursor.execute(statement, update, prepare=True)
-                columns = SQL(", ").join(map(Identifier, written.columns))
-                marks = SQL(", ").join(SQL("%s") for _ in written.columns)
-                insert = SQL("INSERT INTO {0} ({1}) VALUES ({2})").format(name, columns, marks)
-                for row in written.added:
-                    cursor.execute(insert, row, prepare=True)
-            cursor.execute("COMMIT")
-
-    def close(self) -> None:
-        self.connection.close()
-
-
-MERGE_PENDING = (
-    "SELECT gin_clean_pending_list(i.indexrelid) FROM pg_index i "
-    "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
-    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND a.amname = 'gin'"
-)
-"""Merge the GIN pending lists of every GIN index in a schema."""
-
-
-def _matching(written: TableRows) -> Composed:
-    """``key1 = %s AND key2 = %s ...`` over a table's primary key."""
-    return SQL(" AND ").join(
-        SQL("{0} = %s").format(Identifier(written.columns[i])) for i in written.key
-    )
-
-
-def _update(name: Composed, written: TableRows) -> tuple[Composed, list[list[Any]]]:
-    """An ``UPDATE`` of a changed row's other columns by its primary key, and its rows."""
-    rest = [i for i in range(len(written.columns)) if i not in written.key]
-    statement = SQL("UPDATE {0} SET {1} WHERE {2}").format(
-        name,
-        SQL(", ").join(SQL("{0} = %s").format(Identifier(written.columns[i])) for i in rest),
-        _matching(written),
-    )
-    keys = written.key
-    return statement, [[row[i] for i in rest] + [row[i] for i in keys] for row in written.changed]
 
 
 def row_counts(reader: TableReader) -> dict[str, int]:

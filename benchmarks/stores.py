@@ -33,14 +33,8 @@ from benchmarks.baselines import (
     sqlite_replay_env,
 )
 from benchmarks.datasets import VERSIONS, chunks, round_claims, subject_count
-from benchmarks.floor import (
-    FloorWriter,
-    PostgresFloor,
-    PostgresTables,
-    SQLiteFloor,
-    SQLiteTables,
-    TableReader,
-)
+from benchmarks.floor import PostgresTables, SQLiteTables, TableReader
+from benchmarks.floor_writers import FloorWriter, PostgresFloor, PostgresMemoryFloor, SQLiteFloor
 from erstwhile import Ledger
 
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -144,11 +138,15 @@ class Scratch:
     def floor(self, name: str, durable: bool = True, single: bool = False) -> FloorWriter:
         """Create ledger store ``name`` (a ledger's tables, no event) and open it for
         writing captured rows raw (see :mod:`benchmarks.floor`); ``single``: each batch
-        is one memory's rows."""
+        is one memory's rows, written durably."""
+        if single and not durable:
+            raise ValueError("one memory's floor is written as a durable remember writes it")
         self.open_ledger(name).close()
         if self.backend == "sqlite":
             return SQLiteFloor(self.path(name), durable)
-        return PostgresFloor(self.database_url, name, durable, single)
+        if single:
+            return PostgresMemoryFloor(self.database_url, name)
+        return PostgresFloor(self.database_url, name, durable)
 
     def read_log(self, name: str, table: str) -> int:
         """Read the whole log of ledger store ``name`` raw; return how many rows."""

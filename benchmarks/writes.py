@@ -37,7 +37,8 @@ FLOOR_ONE = {
     "sqlite": "the same rows written raw into the ledger's own tables: sqlite3 executemany "
     "(INSERT OR REPLACE), one durable transaction",
     "postgres": "the same rows written raw into the ledger's own tables: BEGIN, a "
-    "prepared INSERT per row and COMMIT in one psycopg pipeline (one round trip)",
+    "prepared INSERT, UPDATE or DELETE per row and COMMIT in one psycopg pipeline (one "
+    "round trip)",
 }
 
 REVISION = f"remember, revision of a subject with {VERSIONS} versions"

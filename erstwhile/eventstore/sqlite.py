@@ -55,13 +55,16 @@ CHECKPOINT_PAGES = 1_000
 BULK_CHECKPOINT_PAGES = 10_000
 """The same during a rebuild's shadow build: a tenth of the checkpoints, each syncing
 the WAL and the file (rebuilds of 18,000 events: 18,700 against 17,300 events/s, medians
-of three interleaved rounds of five), for a WAL of up to 40 MB until the swap's durable
-commit checkpoints it (and the next write cuts the file back to :data:`WAL_SIZE_LIMIT`)."""
+of three interleaved rounds of five, measured with 4 KB pages), for a WAL of up to
+10,000 pages (20 MB of a new store's 2 KB pages, 40 MB of an older store's 4 KB ones)
+until the swap's durable commit checkpoints it (and the next write cuts the file back
+to :data:`WAL_SIZE_LIMIT`)."""
 
 WAL_SIZE_LIMIT = 16 * 1024 * 1024
 """Bytes a WAL file keeps once checkpointed and restarted. SQLite reuses a WAL from its
-start without shrinking it, so one large transaction or a rebuild (up to 40 MB) would
-otherwise leave the file that large for as long as the ledger stays open."""
+start without shrinking it, so one large transaction or a rebuild (up to 20 or 40 MB,
+see :data:`BULK_CHECKPOINT_PAGES`) would otherwise leave the file that large for as long
+as the ledger stays open."""
 
 PAGE_SIZE = 2048
 """The page size of a new store (SQLite's default is 4096; a store keeps the size it was
@@ -70,9 +73,9 @@ a ``remember`` changes one page in each of about 25 tables and indexes (the log,
 key, the read models, two full-text indexes): 32 pages at 2,000 memories. The sync's
 cost grows with the bytes it writes (30 pages committed: 0.42 ms at 2 KB, 0.73 ms at
 4 KB on the same disk), so halving the page halves the bytes: ``remember`` p50 against
-a raw durable commit 5.49x -> 4.75x, with the other workloads' ratios unchanged
-(medium runs of both). Not 1 KB: a full-text index block (up to 1,000 bytes) would no
-longer fit in one page."""
+a raw durable commit 5.49x -> 4.75x, with the other workloads' ratios unchanged (a
+medium SQLite run of each, one after the other: docs/performance-history.md). Not
+1 KB: a full-text index block (up to 1,000 bytes) would no longer fit in one page."""
 
 STATEMENT_CACHE = 512
 """Prepared statements each connection keeps. (eventsourcing's pool asks for

@@ -14,13 +14,8 @@ from rich.console import Console
 
 from benchmarks.__main__ import main
 from benchmarks.compare import change
-from benchmarks.floor import (
-    SQLiteFloor,
-    SQLiteTables,
-    against_floor_row,
-    capture,
-    floor_row,
-)
+from benchmarks.floor import SQLiteTables, against_floor_row, capture, floor_row
+from benchmarks.floor_writers import SQLiteFloor
 from benchmarks.harness import Result, markdown, percentile
 from benchmarks.suite import PRESETS, run_backend, workloads
 from benchmarks.targets import TARGETS, Verdict, standings
@@ -63,6 +58,9 @@ def test_the_command_prints_the_table_and_writes_markdown(
     assert "PostgreSQL" not in out  # only the targets of the backends that ran
     written = target.read_text()
     assert "| remember, one durable p99 | sqlite |" in written
+    assert f"| {floor_row('remember, one durable p50')} | sqlite |" in written
+    assert f"| {against_floor_row('remember, one durable p50')} | sqlite |" in written
+    assert "(remember, one durable p50); the same rows written raw:" in written  # the verdict
     assert (
         "| SQLite rebuild ≥ 20k events/s | no sqlite figure in this run | not measured |" in written
     )
@@ -120,6 +118,8 @@ def test_markdown_lists_each_baseline_once() -> None:
 def test_targets_are_judged_from_the_results_worst_figure_first() -> None:
     rows = [
         Result("remember, one durable p50", "sqlite", 0.5, 0.2, "ms", "raw", "remember"),
+        Result(floor_row("remember, one durable p50"), "sqlite", 0.3, 0.2, "ms", "raw",
+               "remember"),
         Result("remember_many, batches of 500", "sqlite", 5_000, 100_000, "memories/s", "raw",
                "bulk"),
         Result(floor_row("remember_many, batches of 500"), "sqlite", 8_000, 100_000,
@@ -148,7 +148,10 @@ def test_targets_are_judged_from_the_results_worst_figure_first() -> None:
         (standing,) = [s for text, s in found.items() if text.startswith(prefix)]
         return standing.verdict, standing.shown
 
-    assert judged("SQLite remember") == (Verdict.MET, "2.50x (remember, one durable p50)")
+    assert judged("SQLite remember") == (
+        Verdict.MET,
+        "2.50x (remember, one durable p50); the same rows written raw: 1.50x",
+    )
     # The floor (the same rows written raw) is shown beside: here it misses the bound too.
     assert judged("SQLite bulk") == (
         Verdict.NOT_MET,

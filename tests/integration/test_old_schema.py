@@ -70,7 +70,7 @@ def test_new_writes_extend_an_old_log(old_ledger: Ledger) -> None:
 
 def test_a_store_keeps_the_page_size_it_was_made_with(old_ledger: Ledger, tmp_path: Path) -> None:
     """The fixture was made with SQLite's default pages (4,096 bytes); new stores get
-    smaller ones (see ``PAGE_SIZE``). Opening and writing to the old one changes no page."""
+    smaller ones (see ``PAGE_SIZE``). Opening and writing to the old one keeps its size."""
 
     def page_size(path: Path) -> int:
         with closing(sqlite3.connect(path)) as connection:
