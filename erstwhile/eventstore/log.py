@@ -512,11 +512,11 @@ class EventLog:
         """
         asserted = [r.memory_key for r in records if r.type == "Asserted"]
         keys = self.keyring.fetch_by_text(sql, asserted)
-        decode, events = self.mapper.decode, []
+        decode, events = self.mapper.decode_stored, []
         for r in records:
             try:
-                stored = StoredEvent(r.memory_ref, r.version, r.topic, r.payload)
-                events.append(decode(stored, keys.get(r.memory_key)))
+                events.append(decode(r.topic, r.payload, r.memory_ref, r.version,
+                                     keys.get(r.memory_key)))  # fmt: skip
             except DECODE_ERRORS as error:
                 raise _undecodable(r, error) from error
         return events

@@ -8,7 +8,6 @@ methods in order, the eventsourcing convention, so old logs keep reading.
 from __future__ import annotations
 
 from typing import Any, cast
-from uuid import UUID
 
 import orjson
 import pydantic
@@ -85,18 +84,28 @@ class PydanticMapper(Mapper[Any]):
 
     def decode(self, stored_event: StoredEvent, key: bytes | None) -> LedgerEvent:
         """Rebuild an event: open its seal (or mark it erased), then upcast it."""
-        cls = EVENT_CLASSES.get(stored_event.topic)
+        return self.decode_stored(
+            stored_event.topic, stored_event.state, stored_event.originator_id,
+            stored_event.originator_version, key,
+        )  # fmt: skip
+
+    def decode_stored(
+        self, topic: str, payload: bytes, originator_id: Any, version: int, key: bytes | None
+    ) -> LedgerEvent:
+        """:meth:`decode` from a stored event's parts (a log read decodes thousands of
+        rows: building a ``StoredEvent`` for each cost a tenth of its decoding)."""
+        cls = EVENT_CLASSES.get(topic)
         if cls is None:  # looked up, never imported: a topic is data from the store
-            raise TopicError(f"no erstwhile event has the topic {stored_event.topic!r}")
-        state: dict[str, Any] = self.transcoder.decode(stored_event.state)
+            raise TopicError(f"no erstwhile event has the topic {topic!r}")
+        state: dict[str, Any] = self.transcoder.decode(payload)
         if "sealed" in state:
-            state = unseal(state, _uuid(stored_event.originator_id), key)
-        version = state.pop("class_version", 1)
-        while version < cls.class_version:
-            getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
-            version += 1
-        state["originator_id"] = stored_event.originator_id
-        state["originator_version"] = stored_event.originator_version
+            state = unseal(state, originator_id, key)
+        schema = state.pop("class_version", 1)
+        while schema < cls.class_version:
+            getattr(cls, f"upcast_v{schema}_v{schema + 1}")(state)
+            schema += 1
+        state["originator_id"] = originator_id
+        state["originator_version"] = version
         event: LedgerEvent = cls.model_validate(state)
         return event
 
@@ -114,8 +123,3 @@ def why_undecodable(error: Exception) -> str:
         field = ".".join(str(part) for part in first["loc"]) or "payload"
         return f"its payload does not fit its type ({field}: {first['msg']})"
     return "it is not an event the ledger writes"
-
-
-def _uuid(value: Any) -> UUID:
-    """An originator id as a UUID (the recorders hand back a UUID or its text)."""
-    return value if isinstance(value, UUID) else UUID(str(value))
