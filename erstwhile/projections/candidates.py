@@ -7,15 +7,15 @@ or name one of its entities. The bar itself is decided in ``erstwhile.domain.bar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 import orjson
 
 from erstwhile.domain.bar import ClaimView
 from erstwhile.domain.events import Asserted
-from erstwhile.domain.memory import Kind, State, canonical_json
+from erstwhile.domain.memory import Kind, State, canonical_json, normalise_label
 from erstwhile.domain.time import Window, end_from_micros, from_micros
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 
@@ -55,7 +55,54 @@ def claim_from_event(record: RecordedEvent, event: Asserted) -> ClaimView:
     return ClaimView.of_new(event, event.originator_id, window, record.position)
 
 
-Wanted = tuple[ClaimView, int]
+class Sought(Protocol):
+    """What finding a claim's candidates looks at: a :class:`ClaimView` or a
+    :class:`Probe`."""
+
+    @property
+    def id(self) -> UUID | str: ...
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def subject_key(self) -> str | None: ...
+    @property
+    def attribute_key(self) -> str | None: ...
+    @property
+    def entities(self) -> Collection[str]: ...
+    @property
+    def keyed(self) -> bool: ...
+
+
+class Probe(NamedTuple):
+    """A new claim as far as finding its candidates goes. A fold of many assertions
+    builds one per claim and the whole :class:`ClaimView` only for the few claims that
+    meet a candidate (a view took 4.4 µs, a probe 0.6)."""
+
+    id: str
+    kind: Kind
+    subject_key: str | None
+    attribute_key: str | None
+    entities: Collection[str]
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the claim is structured: both a subject and an attribute."""
+        return self.subject_key is not None and self.attribute_key is not None
+
+
+def probe_of_event(record: RecordedEvent, event: Asserted) -> Probe:
+    """The probe of a memory being asserted (its keys as :meth:`ClaimView.of_new`
+    makes them)."""
+    return Probe(
+        record.memory_key,
+        event.kind,
+        normalise_label(event.subject) if event.subject else None,
+        normalise_label(event.attribute) if event.attribute else None,
+        event.entities,
+    )
+
+
+Wanted = tuple[Sought, int]
 """A new claim and the recorded instant its candidates are to be found as known at."""
 
 KNOWN_BETWEEN = "v.state = 'current' AND v.recorded_from <= ? AND v.recorded_until > ? "
@@ -129,7 +176,7 @@ class VersionIndex:
                 self.by_key.setdefault((row["subject_key"], row["attribute_key"]), []).append(row)
 
     def matches(
-        self, newer: ClaimView, known: int, members: dict[str, list[tuple[str, bool]]]
+        self, newer: Sought, known: int, members: dict[str, list[tuple[str, bool]]]
     ) -> set[str]:
         """The ids of one claim's candidates, as known at ``known``."""
         if not newer.kind.revisable:
@@ -168,7 +215,7 @@ def _current_claims(sql: Sql, ids: list[str]) -> dict[str, ClaimView]:
     return found
 
 
-def _by_key(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
+def _by_key(sql: Sql, span: list[Any], keyed: list[Sought]) -> list[Any]:
     """Versions sharing a subject and an attribute with any of the claims: one query per
     attribute (and 500 subjects), so the index is probed once per claim's key, not once
     per subject and attribute of the whole batch."""
@@ -188,7 +235,7 @@ def _by_key(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
     return rows
 
 
-def _by_key_pairs(sql: Sql, span: list[Any], keyed: list[ClaimView]) -> list[Any]:
+def _by_key_pairs(sql: Sql, span: list[Any], keyed: list[Sought]) -> list[Any]:
     """:func:`_by_key` on PostgreSQL: every (subject, attribute) of the batch in one
     prepared statement, each pair probing the versions' index (see ``KNOWN_BY_PAIRS``)."""
     pairs = sorted({(str(c.subject_key), str(c.attribute_key)) for c in keyed})
@@ -216,7 +263,7 @@ def _by_id(sql: Sql, span: list[Any], ids: list[str]) -> list[Any]:
 
 
 def _entity_members(
-    sql: Sql, namespace: str, claims: list[ClaimView]
+    sql: Sql, namespace: str, claims: list[Sought]
 ) -> dict[str, list[tuple[str, bool]]]:
     """For each entity the claims name, the memories naming it that can be a candidate
     and whether each is structured (looked up first, on its own, so the versions are

@@ -20,7 +20,7 @@ from erstwhile.domain.events import (
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
-from erstwhile.projections.candidates import candidates_many, claim_from_event
+from erstwhile.projections.candidates import candidates_many, claim_from_event, probe_of_event
 
 
 class ProposalsProjection(Projection):
@@ -88,17 +88,18 @@ class ProposalsProjection(Projection):
                 by_namespace.setdefault(record.namespace, []).append((record, event))
         found: dict[int, list[tuple[str, str, float]]] = {}
         for namespace, asserted in by_namespace.items():
-            wanted = [
-                (claim_from_event(record, event), record.recorded_micros)
-                for record, event in asserted
-            ]
+            wanted = [(probe_of_event(record, event), record.recorded_micros)
+                      for record, event in asserted]  # fmt: skip
             olders = candidates_many(sql, namespace, wanted, self.dialect)
-            for (newer, _), candidates in zip(wanted, olders, strict=True):
-                pairs = found[newer.position] = []
+            for (record, event), candidates in zip(asserted, olders, strict=True):
+                if not candidates:
+                    continue
+                newer = claim_from_event(record, event)
+                pairs = found[record.position] = []
                 for older in candidates:
                     if clears_bar(older, newer):
                         older_key = str(older.id)
-                        pair = proposal_key(older_key, str(newer.id))
+                        pair = proposal_key(older_key, str(event.originator_id))
                         pairs.append((pair, older_key, newer.confidence))
         return found
 
