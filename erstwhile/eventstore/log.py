@@ -336,7 +336,7 @@ class EventLog:
             if isinstance(event, Asserted):
                 key = keys[event.originator_id] = new_key()
             stored = self.mapper.encode(event, key)
-            unhashed = RecordedEvent(
+            record = RecordedEvent(
                 position=tip.position + 1 + offset,
                 recorded_micros=first + offset,
                 memory_key=str(event.originator_id),
@@ -350,8 +350,10 @@ class EventLog:
                 memory_id=event.originator_id,
                 recorded_at=start + offset * ONE_MICROSECOND,
             )
-            previous = chain_hash(previous, unhashed)
-            stamped.append(unhashed.with_hash(previous))
+            # The hash covers everything but itself: set on the record itself, which
+            # nothing else holds yet, instead of on a copy.
+            record.hash = previous = chain_hash(previous, record)
+            stamped.append(record)
         return stamped
 
     def position_at(self, sql: Sql, instant: datetime) -> int:
@@ -550,7 +552,7 @@ class EventLog:
                         # Parsed here, not on first use: an id that is no UUID is a
                         # break at this row (from_row refuses a bad instant itself).
                         _ = record.memory_id
-                        intact = chain_hash(previous, record.with_hash(b"")) == record.hash
+                        intact = chain_hash(previous, record) == record.hash
                     except (TypeError, ValueError, OverflowError):
                         # A column changed to what the ledger never writes (text for a
                         # number, bytes for text, say): a break at this row, not a crash
@@ -638,7 +640,7 @@ class EventLog:
                 ))  # fmt: skip
             if isinstance(event, Forgotten) and event.hard:
                 erased.append(event.originator_id)
-            unhashed = RecordedEvent(
+            record = RecordedEvent(
                 position=entry.position, recorded_micros=to_micros(entry.recorded_at),
                 memory_key=str(entry.event.originator_id),
                 version=entry.event.originator_version, topic=stored.topic,
@@ -646,8 +648,8 @@ class EventLog:
                 namespace=entry.namespace, payload=stored.state, hash=b"",
                 memory_id=entry.event.originator_id, recorded_at=entry.recorded_at,
             )  # fmt: skip
-            previous = chain_hash(previous, unhashed)
-            stamped.append(unhashed.with_hash(previous))
+            record.hash = previous = chain_hash(previous, record)
+            stamped.append(record)
             tip = LogTip(entry.position, to_micros(entry.recorded_at), previous)
         if keys:
             self.keyring.admit(sql)

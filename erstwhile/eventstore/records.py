@@ -128,14 +128,6 @@ class RecordedEvent:
         pydantic, that parses it faster than ``UUID`` does)."""
         return self._memory_id if self._memory_id is not None else self.memory_key
 
-    def with_hash(self, digest: bytes) -> RecordedEvent:
-        """Return this event carrying ``digest`` as its hash."""
-        return RecordedEvent(
-            self.position, self.recorded_micros, self.memory_key, self.version, self.topic,
-            self.schema_version, self.actor, self.namespace, self.payload, digest,
-            memory_id=self._memory_id, recorded_at=self._recorded_at,
-        )  # fmt: skip
-
     @property
     def type(self) -> str:
         """The event's type name, e.g. ``Asserted``."""
@@ -185,7 +177,8 @@ def chain_hash(previous: bytes, event: RecordedEvent) -> bytes:
     """Return the SHA-256 linking ``event`` to the event before it.
 
     It covers the previous hash, the event's own position, recorded_at, type, memory id,
-    version, actor and namespace, and its payload bytes exactly as stored.
+    version, actor and namespace, and its payload bytes exactly as stored; never the
+    event's own ``hash``, so a stored event is checked as it was read.
     """
     header = orjson.dumps(
         [

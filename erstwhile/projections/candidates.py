@@ -275,6 +275,8 @@ def _entity_members(
     of structured memories name read all of them, and a rebuild slow down as the
     namespace grew (batches of 2,000 from 0.26 to 1 s over 30,000 memories naming 50
     entities)."""
+    if not claims:
+        return {}
     read_all = {entity for claim in claims if not claim.keyed for entity in claim.entities}
     read_unkeyed = {entity for claim in claims for entity in claim.entities} - read_all
     found: dict[str, list[tuple[str, bool]]] = {}
