@@ -150,10 +150,16 @@ class KeyRing:
         process may wrap the store's first key at any time, so no answer is cached."""
         sql.execute(WRAPPED_KEY)
         row = sql.fetchone()
-        if row is None:
+        self.admit_found(None if row is None else (row["memory_id"], row["key_bytes"]))
+
+    def admit_found(self, wrapped: tuple[Any, Any] | None) -> None:
+        """:meth:`admit`, given what ``WRAPPED_KEY`` found: the id and stored bytes of
+        one wrapped key, or None where the store holds none."""
+        if wrapped is None:
             return
+        memory_id, stored = wrapped
         try:
-            self._unwrap(str(row["memory_id"]), bytes(row["key_bytes"]), 1, doing="write to")
+            self._unwrap(str(memory_id), bytes(stored), 1, doing="write to")
         except StoreUnavailable as error:
             raise StoreUnavailable(f"{error} (nothing was stored)") from error
 
@@ -219,7 +225,7 @@ class KeyRing:
                 f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to {doing} this ledger"
             )
         try:
-            return _decrypt(self.master_key, stored, UUID(memory_id).bytes)
+            return _decrypt(self.master_key, stored, uuid_bytes(memory_id))
         except InvalidTag as error:
             raise StoreUnavailable(
                 f"${MASTER_KEY_VARIABLE} does not unwrap the memory keys"
