@@ -7,6 +7,7 @@ or name one of its entities. The bar itself is decided in ``erstwhile.domain.bar
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple, Protocol
 from uuid import UUID
@@ -116,15 +117,17 @@ KNOWN_BY_PAIRS = (
     "CROSS JOIN LATERAL ("
     + KNOWN_SELECT
     + AS_KNOWN_BETWEEN
-    + "AND v.subject_key = k.pair->>0 AND v.attribute_key = k.pair->>1 OFFSET 0) AS v"
+    + "AND v.subject_key = k.pair->>0 AND v.attribute_key = k.pair->>1 "
+    "AND v.recorded_from < (k.pair->>2)::bigint OFFSET 0) AS v"
 )
-"""PostgreSQL: the versions of a batch's (subject, attribute) pairs, the pairs as one
-JSON array of two-element arrays, so the statement is the same for every batch and stays
-prepared. (Two ``text[]`` parameters cost the client 2 µs a pair: psycopg spells an
-array out in Python, matching a regular expression against each element; orjson writes
-the JSON in C.) ``OFFSET 0`` keeps the planner from flattening the subquery into a hash
-join, which it prefers with a few hundred pairs and which scans every version (4 ms at
-10k memories, growing with the store, against 0.6 ms for 500 index probes)."""
+"""PostgreSQL: the versions of a batch's (subject, attribute) pairs recorded before each
+pair's bound (see :func:`_before`), the pairs as one JSON array of three-element arrays,
+so the statement is the same for every batch and stays prepared. (Two ``text[]``
+parameters cost the client 2 µs a pair: psycopg spells an array out in Python, matching
+a regular expression against each element; orjson writes the JSON in C.) ``OFFSET 0``
+keeps the planner from flattening the subquery into a hash join, which it prefers with a
+few hundred pairs and which scans every version (4 ms at 10k memories, growing with the
+store, against 0.6 ms for 500 index probes)."""
 
 
 def candidates(
@@ -215,32 +218,53 @@ def _current_claims(sql: Sql, ids: list[str]) -> dict[str, ClaimView]:
     return found
 
 
+def _before(span: list[Any], keyed: list[Sought]) -> dict[tuple[str, str], int]:
+    """For each (subject, attribute) of the claims: the instant its versions must have
+    been recorded before to be fetched.
+
+    A version in state ``current`` is a memory's first (every later event makes one in
+    another state), recorded at its assertion's instant, and the log's instants grow
+    with its positions (appends and imports see to it). So the current versions recorded
+    within the instants of a batch being folded are its own assertions' (or an erased
+    one's, which is no candidate). A key that one claim of the batch alone has can meet
+    no other of them: its versions are fetched from before the batch only (the earliest
+    instant asked about), which leaves out the claim's own, and a bulk write of new
+    subjects fetches nothing. A key that several claims share is fetched whole (up to
+    the latest instant asked about), for they may meet each other."""
+    _, latest, earliest = span
+    counts = Counter((str(c.subject_key), str(c.attribute_key)) for c in keyed)
+    return {key: earliest if count == 1 else latest + 1 for key, count in counts.items()}
+
+
 def _by_key(sql: Sql, span: list[Any], keyed: list[Sought]) -> list[Any]:
-    """Versions sharing a subject and an attribute with any of the claims: one query per
-    attribute (and 500 subjects), so the index is probed once per claim's key, not once
-    per subject and attribute of the whole batch."""
-    subjects_by_attribute: dict[str, set[str]] = {}
-    for claim in keyed:
-        if claim.subject_key and claim.attribute_key:
-            subjects_by_attribute.setdefault(claim.attribute_key, set()).add(claim.subject_key)
+    """Versions sharing a subject and an attribute with any of the claims, recorded
+    before each key's bound (see :func:`_before`): one query per attribute and bound (and
+    500 subjects), so the index is probed once per claim's key, not once per subject and
+    attribute of the whole batch."""
+    bounds = _before(span, [c for c in keyed if c.subject_key and c.attribute_key])
+    subjects: dict[tuple[str, int], list[str]] = {}
+    for (subject, attribute), bound in sorted(bounds.items()):
+        subjects.setdefault((attribute, bound), []).append(subject)
     rows: list[Any] = []
-    for attribute, subjects in sorted(subjects_by_attribute.items()):
-        for chunk in in_lists(sorted(subjects)):
+    for (attribute, bound), named in sorted(subjects.items()):
+        for chunk in in_lists(named):
             sql.execute(
                 KNOWN_SELECT + AS_KNOWN_BETWEEN + f"AND v.subject_key IN ({marks(chunk)}) "
-                "AND v.attribute_key = ?",
-                [*span, *chunk, attribute],
+                "AND v.attribute_key = ? AND v.recorded_from < ?",
+                [*span, *chunk, attribute, bound],
             )
             rows += sql.fetchall()
     return rows
 
 
 def _by_key_pairs(sql: Sql, span: list[Any], keyed: list[Sought]) -> list[Any]:
-    """:func:`_by_key` on PostgreSQL: every (subject, attribute) of the batch in one
-    prepared statement, each pair probing the versions' index (see ``KNOWN_BY_PAIRS``)."""
-    pairs = sorted({(str(c.subject_key), str(c.attribute_key)) for c in keyed})
-    if not pairs:
+    """:func:`_by_key` on PostgreSQL: every (subject, attribute) of the batch, with its
+    bound, in one prepared statement, each pair probing the versions' index (see
+    ``KNOWN_BY_PAIRS``)."""
+    bounds = _before(span, keyed)
+    if not bounds:
         return []
+    pairs = [[subject, attribute, bound] for (subject, attribute), bound in sorted(bounds.items())]
     sql.execute(KNOWN_BY_PAIRS, [orjson.dumps(pairs).decode(), *span])
     return sql.fetchall()
 

@@ -144,6 +144,29 @@ def test_a_memory_may_consolidate_several(ledger: Ledger) -> None:
     assert {m.id for m in ledger.chain(first.id)} == {first.id, second.id, merged.id}
 
 
+def test_a_batch_proposes_among_its_own_items_and_against_earlier_memories(
+    ledger: Ledger,
+) -> None:
+    """A batch's candidate search fetches, for a key one item alone has, only what was
+    recorded before the batch, and for a key items share, what the batch itself wrote
+    too: both kinds of pair are proposed, live and after a rebuild."""
+    paris = ledger.remember("Ada lives in Paris", subject="ada", attribute="city",
+                            value="Paris", valid_from="2026-01-01T00:00:00Z")  # fmt: skip
+    london, rome, oslo, _ = ledger.remember_many([
+        {"content": "Ada lives in London", "subject": "ada", "attribute": "city",
+         "value": "London", "valid_from": MAR},
+        {"content": "Bob lives in Rome", "subject": "bob", "attribute": "city",
+         "value": "Rome", "valid_from": "2026-01-01T00:00:00Z"},
+        {"content": "Bob lives in Oslo", "subject": "bob", "attribute": "city",
+         "value": "Oslo", "valid_from": MAR},
+        {"content": "Cy lives in Lima", "subject": "cy", "attribute": "city", "value": "Lima"},
+    ])  # fmt: skip
+    expected = {(paris.id, london.id), (rome.id, oslo.id)}
+    assert {(p.older_id, p.newer_id) for p in ledger.proposals()} == expected
+    ledger.rebuild()
+    assert {(p.older_id, p.newer_id) for p in ledger.proposals()} == expected
+
+
 def test_remember_many_is_all_or_nothing(ledger: Ledger) -> None:
     old = supabase(ledger)
     before = event_count(ledger)
