@@ -20,6 +20,12 @@ from erstwhile.domain.time import Window
 Resolution = Literal["by_confidence", "by_recency", "unresolved"]
 
 
+def compared_key(label: str | None) -> str | None:
+    """The key a claim's subject or attribute is compared by (None where it has none):
+    :class:`ClaimView` and the probes that find its candidates make them alike."""
+    return normalise_label(label) if label else None
+
+
 @dataclass(frozen=True)
 class ClaimView:
     """What the bar and the contradiction rules look at in a memory."""
@@ -44,8 +50,8 @@ class ClaimView:
             id=memory_id,
             kind=claim.kind,
             state=State.CURRENT,
-            subject_key=normalise_label(claim.subject) if claim.subject else None,
-            attribute_key=normalise_label(claim.attribute) if claim.attribute else None,
+            subject_key=compared_key(claim.subject),
+            attribute_key=compared_key(claim.attribute),
             entities=frozenset(claim.entities),
             window=window,
             value_json=None if claim.value is None else canonical_json(claim.value),

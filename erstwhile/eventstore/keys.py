@@ -82,25 +82,32 @@ def seal_opens(payload: bytes, memory_id: UUID, key: bytes) -> bool:
 
 def uuid_bytes(memory_id: UUID | str) -> bytes:
     """The 16 bytes of a memory id given as a UUID or as its text (what a seal is bound
-    to). Text in the canonical form is read without building a ``UUID``, whose parsing
-    took a sixth of an event's decoding; any other spelling ``UUID`` accepts reads as
-    ``UUID`` reads it, and one it refuses raises its ``ValueError``."""
+    to). Text of 32 hex digits, hyphens aside (the canonical form), is read without
+    building a ``UUID``, whose parsing took a sixth of an event's decoding; any other
+    text is read as ``UUID`` reads it, and text it refuses raises its ``ValueError``.
+    (``bytes.fromhex`` alone would skip whitespace that ``UUID`` refuses.)"""
     if isinstance(memory_id, UUID):
         return memory_id.bytes
-    try:
-        raw = bytes.fromhex(memory_id.replace("-", ""))
-    except ValueError:
-        raw = b""
-    return raw if len(raw) == 16 else UUID(memory_id).bytes
+    digits = memory_id.replace("-", "")
+    if len(digits) == 32:
+        try:
+            raw = bytes.fromhex(digits)
+        except ValueError:
+            raw = b""
+        if len(raw) == 16:
+            return raw
+    return UUID(memory_id).bytes
 
 
 def unseal(state: dict[str, Any], memory_id: UUID | str, key: bytes | None) -> dict[str, Any]:
     """Put the sensitive fields back; with no key (erased), mark the state ``erased``."""
+    # Read first, with a key or without: an id that is no UUID is that, whether or not
+    # its memory's key is gone (a rewritten id finds no key).
+    aad = uuid_bytes(memory_id)
     sealed = state.pop("sealed")
     if key is None or sealed is None:
         state.update(content="", value=None, entities=[], evidence=[], metadata=None, erased=True)
         return state
-    aad = uuid_bytes(memory_id)
     try:
         state.update(orjson.loads(_decrypt(key, binascii.a2b_base64(sealed), aad)))
     except (InvalidTag, binascii.Error, ValueError) as error:

@@ -253,8 +253,9 @@ class EventLog:
         )
         """What an append reads before it writes, in one statement: the log's tip and one
         wrapped key, if the store holds any (see :meth:`KeyRing.admit`). On PostgreSQL
-        only: apart, the two cost its client a read each (80 to 100 µs of CPU), while
-        SQLite runs the two plain queries for less than it runs their join."""
+        only: apart, the two cost its client a read each (80 to 100 µs of CPU). SQLite
+        reads the tip alone and asks about wrapped keys only when the append stores
+        keys: its reads cost little, and it ran the join for more than the two."""
 
     def append(
         self,
@@ -298,7 +299,7 @@ class EventLog:
             earlier = [self._claimed(sql, c.namespace, c.key) for c in idempotency]
             if any(claim is not None for claim in earlier):
                 return AppendResult(replayed=tuple(c for c in earlier if c is not None))
-            tip, wrapped = self._opening(sql)
+            tip, admit = self._opening(sql)
             for stream, version in (expect or {}).items():
                 if self._stream_version(sql, stream) != version:
                     raise ConcurrencyConflict(
@@ -317,7 +318,7 @@ class EventLog:
             if not events:
                 return AppendResult()
             if keys:
-                self.keyring.admit_found(wrapped)
+                admit()
             self.backend.insert_events(sql, events)
             self.keyring.store(sql, ((i, namespace, k) for i, k in keys.items()))
             self.keyring.destroy(sql, erase)
@@ -387,18 +388,22 @@ class EventLog:
         if self.backend.dialect == "postgresql":
             sql.prefetch(self._opening_query)
 
-    def _opening(self, sql: Sql) -> tuple[LogTip, tuple[Any, Any] | None]:
-        """Read the log's tip and one wrapped key (see ``_opening_query``)."""
+    def _opening(self, sql: Sql) -> tuple[LogTip, Callable[[], None]]:
+        """Read the log's tip; return it with what refuses, before anything is written,
+        to store keys this log's key ring may not (see :meth:`KeyRing.admit`). On
+        PostgreSQL the wrapped key it asks about came with the tip (``_opening_query``);
+        SQLite asks only when the append stores keys."""
         if self.backend.dialect != "postgresql":
-            sql.execute(WRAPPED_KEY)
-            found = sql.fetchone()
-            return self.tip(sql), None if found is None else tuple(found)
+            return self.tip(sql), lambda: self.keyring.admit(sql)
         sql.execute(self._opening_query)
         row = sql.fetchone()
         wrapped = None if row["wrapped_id"] is None else (row["wrapped_id"], row["wrapped_key"])
-        if row["position"] is None:
-            return LogTip(0, None, GENESIS_HASH), wrapped
-        return LogTip(row["position"], row["recorded_at"], bytes(row["hash"])), wrapped
+        tip = (
+            LogTip(0, None, GENESIS_HASH)
+            if row["position"] is None
+            else LogTip(row["position"], row["recorded_at"], bytes(row["hash"]))
+        )
+        return tip, lambda: self.keyring.admit_found(wrapped)
 
     def tip(self, sql: Sql) -> LogTip:
         """Return the last event's position, instant and hash, inside an open transaction."""
@@ -544,7 +549,7 @@ class EventLog:
         decode, events = self.mapper.decode_stored, []
         for r in records:
             try:
-                events.append(decode(r.topic, r.payload, r.memory_ref, r.version,
+                events.append(decode(r.memory_ref, r.version, r.topic, r.payload,
                                      keys.get(r.memory_key)))  # fmt: skip
             except DECODE_ERRORS as error:
                 raise _undecodable(r, error) from error

@@ -8,6 +8,7 @@ methods in order, the eventsourcing convention, so old logs keep reading.
 from __future__ import annotations
 
 from typing import Any, cast
+from uuid import UUID
 
 import orjson
 import pydantic
@@ -85,12 +86,17 @@ class PydanticMapper(Mapper[Any]):
     def decode(self, stored_event: StoredEvent, key: bytes | None) -> LedgerEvent:
         """Rebuild an event: open its seal (or mark it erased), then upcast it."""
         return self.decode_stored(
-            stored_event.topic, stored_event.state, stored_event.originator_id,
-            stored_event.originator_version, key,
+            stored_event.originator_id, stored_event.originator_version, stored_event.topic,
+            stored_event.state, key,
         )  # fmt: skip
 
     def decode_stored(
-        self, topic: str, payload: bytes, originator_id: Any, version: int, key: bytes | None
+        self,
+        originator_id: UUID | str,
+        version: int,
+        topic: str,
+        payload: bytes,
+        key: bytes | None,
     ) -> LedgerEvent:
         """:meth:`decode` from a stored event's parts (a log read decodes thousands of
         rows: building a ``StoredEvent`` for each cost a tenth of its decoding)."""

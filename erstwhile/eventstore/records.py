@@ -34,9 +34,10 @@ class RecordedEvent:
     the writer that has them: a rebuild reads every record and most are never asked for
     either (parsing both took a third of building a record from its row).
 
-    A record is never changed once made, but it is not a frozen dataclass: building one
-    through ``object.__setattr__``, as a frozen dataclass does, cost another fifth of
-    reading it. Records compare and hash by their stored forms.
+    A record is never changed once shared (an append sets a new record's ``hash`` once,
+    while stamping it, before anything else holds it), but it is not a frozen
+    dataclass: building one through ``object.__setattr__``, as a frozen dataclass does,
+    cost another fifth of reading it. Records compare and hash by their stored forms.
     """
 
     __slots__ = (

@@ -14,9 +14,9 @@ from uuid import UUID
 
 import orjson
 
-from erstwhile.domain.bar import ClaimView
+from erstwhile.domain.bar import ClaimView, compared_key
 from erstwhile.domain.events import Asserted
-from erstwhile.domain.memory import Kind, State, canonical_json, normalise_label
+from erstwhile.domain.memory import Kind, State, canonical_json
 from erstwhile.domain.time import Window, end_from_micros, from_micros
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 
@@ -92,13 +92,13 @@ class Probe(NamedTuple):
 
 
 def probe_of_event(record: RecordedEvent, event: Asserted) -> Probe:
-    """The probe of a memory being asserted (its keys as :meth:`ClaimView.of_new`
-    makes them)."""
+    """The probe of a memory being asserted (its keys made as :meth:`ClaimView.of_new`
+    makes them, by :func:`~erstwhile.domain.bar.compared_key`)."""
     return Probe(
         record.memory_key,
         event.kind,
-        normalise_label(event.subject) if event.subject else None,
-        normalise_label(event.attribute) if event.attribute else None,
+        compared_key(event.subject),
+        compared_key(event.attribute),
         event.entities,
     )
 

@@ -1479,6 +1479,26 @@ def test_a_corrupt_payload_is_a_clear_error_that_changes_nothing(
     assert OUTSIDE_TOPIC.split(":")[0] not in sys.modules  # never imported to be read
 
 
+def test_a_memory_id_that_is_no_uuid_is_named_as_such_though_its_key_is_not_found(
+    sqlite_url: str, clock: ManualClock
+) -> None:
+    """Keys are found by the memory id as stored, so an id rewritten to text that is no
+    UUID finds none: its event is still refused as one the ledger never writes (as it
+    is with a key), not as a payload that does not fit its type; nothing changes."""
+    ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester", clock=clock)
+    for n in range(3):
+        ledger.remember(f"memory {n}")
+    count = stored_events(ledger)
+    tamper(sqlite_url, "UPDATE erstwhile_events SET originator_id = 'not-a-uuid' "
+                       "WHERE position = 2")  # fmt: skip
+    with pytest.raises(StoreUnavailable) as raised:
+        list(ledger.events())
+    message = str(raised.value)
+    assert "position 2 (memory not-a-uuid) cannot be read: it is not an event" in message
+    assert stored_events(ledger) == count
+    ledger.close()
+
+
 @pytest.mark.parametrize(
     ("stored", "shown"),
     [("'soon'", "'soon'"), ("1.5", "1.5"), ("4611686018427387904", "4611686018427387904")],

@@ -149,7 +149,9 @@ def test_a_batch_proposes_among_its_own_items_and_against_earlier_memories(
 ) -> None:
     """A batch's candidate search fetches, for a key one item alone has, only what was
     recorded before the batch, and for a key items share, what the batch itself wrote
-    too: both kinds of pair are proposed, live and after a rebuild."""
+    too: both kinds of pair are proposed, live and after rebuilds, one of the proposals
+    alone in batches of two events (which reads the memories' tables as they are now,
+    ahead of its batches)."""
     paris = ledger.remember("Ada lives in Paris", subject="ada", attribute="city",
                             value="Paris", valid_from="2026-01-01T00:00:00Z")  # fmt: skip
     london, rome, oslo, _ = ledger.remember_many([
@@ -164,6 +166,9 @@ def test_a_batch_proposes_among_its_own_items_and_against_earlier_memories(
     expected = {(paris.id, london.id), (rome.id, oslo.id)}
     assert {(p.older_id, p.newer_id) for p in ledger.proposals()} == expected
     ledger.rebuild()
+    assert {(p.older_id, p.newer_id) for p in ledger.proposals()} == expected
+    ledger.runner.batch = 2
+    ledger.rebuild("proposals")
     assert {(p.older_id, p.newer_id) for p in ledger.proposals()} == expected
 
 
