@@ -94,12 +94,12 @@ class ProposalsProjection(Projection):
             for (record, event), candidates in zip(asserted, olders, strict=True):
                 if not candidates:
                     continue
-                newer = claim_from_event(record, event)
+                newer, newer_key = claim_from_event(record, event), str(event.originator_id)
                 pairs = found[record.position] = []
                 for older in candidates:
                     if clears_bar(older, newer):
                         older_key = str(older.id)
-                        pair = proposal_key(older_key, str(event.originator_id))
+                        pair = proposal_key(older_key, newer_key)
                         pairs.append((pair, older_key, newer.confidence))
         return found
 
