@@ -12,7 +12,8 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -125,6 +126,25 @@ class RawStore(ABC):
         statement = RETIRE.format(self.mark, OPEN_END)
         self.connection.execute(statement, (OPEN_END - 1, subject, attribute))
 
+    def revise(self, subject: str, attribute: str, revision: FactRow) -> None:
+        """Replace the subject's current row with ``revision`` in one durable
+        transaction, as a plain bitemporal table records a new version: the current
+        row's valid window, closed where the revision's opens, is kept as a new row
+        recorded now, the current row's recorded interval is closed, and the revision's
+        row is added."""
+        valid_from, recorded = revision[4], revision[6]
+        with self.transaction():
+            self.connection.execute(REVISE_KEEP.format(self.mark, OPEN_END),
+                                    (valid_from, recorded, subject, attribute))  # fmt: skip
+            self.connection.execute(RETIRE.format(self.mark, OPEN_END),
+                                    (recorded, subject, attribute))  # fmt: skip
+            self.connection.execute(f"INSERT INTO raw_facts VALUES ({', '.join([self.mark] * 8)})",
+                                    revision)  # fmt: skip
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """One transaction, committed durably at the end (rolled back on an error)."""
+
     def erase(self, subject: str, attribute: str) -> None:
         """Wipe the text of the subject's current rows, durably, then scrub the files as
         the store allows: a plain table's hard forget."""
@@ -171,6 +191,13 @@ RETIRE = (
 )
 """Close the recorded window of a subject's current row (``{0}``: the driver's
 placeholder, ``{1}``: the open end)."""
+REVISE_KEEP = (
+    "INSERT INTO raw_facts SELECT subject, attribute, value, content, valid_from, {0}, {0}, "
+    "{1} FROM raw_facts WHERE subject = {0} AND attribute = {0} AND valid_until = {1} "
+    "AND recorded_until = {1}"
+)
+"""Keep a subject's current row as recorded from now on, its valid window closed where a
+revision's opens (``{0}``: the driver's placeholder, ``{1}``: the open end)."""
 ERASE = (
     "UPDATE raw_facts SET content = NULL, value = NULL WHERE subject = {0} "
     "AND attribute = {0} AND valid_until = {1}"
@@ -199,6 +226,12 @@ class RawSQLite(RawStore):
 
     def commit_one(self, row: RawRow) -> None:
         self.connection.execute("INSERT INTO raw_log VALUES (NULL, ?, ?, ?, ?)", row)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.connection:
+            self.connection.execute("BEGIN")
+            yield
 
     def commit_many(self, rows: Sequence[RawRow]) -> None:
         with self.connection:
@@ -262,6 +295,11 @@ class RawPostgres(RawStore):
             "INSERT INTO raw_log (memory_id, state, recorded_at, hash) VALUES (%s, %s, %s, %s)",
             row,
         )
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.connection.transaction():
+            yield
 
     def commit_many(self, rows: Sequence[RawRow]) -> None:
         with self.connection.transaction(), self.connection.cursor() as cursor:
@@ -357,6 +395,54 @@ class RawEventReader:
         key: Any = str(memory_id) if self.ids_as_text else memory_id
         rows = self.connection.execute(self.statement, (key,)).fetchall()
         return [row[0].rsplit(":", 1)[-1].rsplit(".", 1)[-1] for row in rows]
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+OPEN_PROPOSALS = (
+    "SELECT p.id, p.older_id, p.newer_id, p.confidence FROM proposals p "
+    "JOIN memories o ON o.id = p.older_id JOIN memories n ON n.id = p.newer_id "
+    "WHERE p.namespace = {0} AND p.status = 'open' AND o.state = 'current' "
+    "AND n.state = 'current' AND o.erased_at IS NULL AND n.erased_at IS NULL "
+    "ORDER BY p.position, p.older_id"
+)
+"""The ledger's own query for the open proposals whose memories are both current."""
+
+
+class RawLedgerReader:
+    """Queries of a ledger store's own projection tables, run through the bare driver on
+    a connection kept open: the same rows erstwhile reads, without the ledger."""
+
+    def __init__(self, connection: Any, marker: str) -> None:
+        self.connection = connection
+        self.marker = marker
+
+    @classmethod
+    def sqlite(cls, path: str) -> RawLedgerReader:
+        return cls(sqlite3.connect(f"file:{path}?mode=ro", uri=True), "?")
+
+    @classmethod
+    def postgres(cls, url: str, schema: str) -> RawLedgerReader:
+        connection = psycopg.connect(url, autocommit=True)
+        connection.execute(SQL("SET search_path TO {0}").format(Identifier(schema)))
+        return cls(connection, "%s")
+
+    def open_proposals(self, namespace: str) -> list[Any]:
+        """The open proposals whose memories are both current, oldest first."""
+        return list(self.connection.execute(OPEN_PROPOSALS.format(self.marker), (namespace,)))
+
+    def knows(self, later: uuid.UUID, earlier: uuid.UUID) -> bool:
+        """Whether ``later``'s vector clock dominates ``earlier``'s, read from the
+        memories' rows by primary key."""
+        clocks = {}
+        for memory_id in (later, earlier):
+            (text,) = self.connection.execute(
+                f"SELECT vector_clock FROM memories WHERE id = {self.marker}", (str(memory_id),)
+            ).fetchone()
+            clocks[memory_id] = orjson.loads(text)
+        newer, older = clocks[later], clocks[earlier]
+        return all(newer.get(actor, 0) >= count for actor, count in older.items())
 
     def close(self) -> None:
         self.connection.close()

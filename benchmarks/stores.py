@@ -23,6 +23,7 @@ from psycopg.sql import SQL, Identifier
 
 from benchmarks.baselines import (
     RawEventReader,
+    RawLedgerReader,
     RawPostgres,
     RawSQLite,
     RawStore,
@@ -128,6 +129,12 @@ class Scratch:
         if self.backend == "sqlite":
             return RawEventReader.sqlite(self.path(name), table)
         return RawEventReader.postgres(self.database_url, name, table)
+
+    def ledger_reader(self, name: str) -> RawLedgerReader:
+        """Open a raw reader of the projection tables of ledger store ``name``."""
+        if self.backend == "sqlite":
+            return RawLedgerReader.sqlite(self.path(name))
+        return RawLedgerReader.postgres(self.database_url, name)
 
     def tables(self, name: str) -> TableReader:
         """Open a raw reader of every table of ledger store ``name``."""

@@ -153,10 +153,21 @@ Workload = Callable[[Context], list[Result]]
 def workloads() -> dict[str, Workload]:
     """Return every workload by name, in the order a run performs them.
 
-    ``proposal`` and ``forget`` write into the shared data sets, so they run after the
-    reads.
+    ``proposal``, ``curation`` and ``forget`` write into the shared data sets, so they
+    run after the reads.
     """
-    from benchmarks import audit, conflicts, forgetting, lineage, reads, rebuild, search, writes
+    from benchmarks import (
+        audit,
+        conflicts,
+        curation,
+        forgetting,
+        lineage,
+        memory,
+        reads,
+        rebuild,
+        search,
+        writes,
+    )
 
     return {
         "remember": writes.remember_latency,
@@ -164,9 +175,11 @@ def workloads() -> dict[str, Workload]:
         "facts": reads.facts_lookups,
         "timeline": reads.timeline_lookups,
         "lineage": lineage.lineage_lookups,
+        "memory": memory.memory_lookups,
         "search": search.search_latency,
         "conflicts": conflicts.conflicts_reports,
         "proposal": writes.proposal_check,
+        "curation": curation.curation_latency,
         "forget": forgetting.forget_latency,
         "rebuild": rebuild.rebuild_rate,
         "audit": audit.audit_rates,
