@@ -42,14 +42,18 @@ class Curation(LedgerCore):
     def accept(self, proposal_id: UUID | str) -> Memory:
         """Apply a proposal: the newer memory supersedes the older at its ``valid_from``,
         through every supersession invariant. Returns the newer memory."""
-        row = self._proposal(proposal_id)
+        key = as_id(proposal_id, "proposal_id", noun="proposal")
+        # The proposal and both sides as they stand now, in one snapshot: either side may
+        # have been archived, forgotten or superseded since the proposal was made.
+        with self._read_caught_up() as sql:
+            row = self._proposal_in(sql, key)
+            if row["status"] == "open":
+                older = self.reader.state(sql, UUID(row["older_id"]))
+                newer = self.reader.state(sql, UUID(row["newer_id"]))
         if row["status"] == "rejected":
             raise ValidationError(f"proposal {row['id']} was rejected")
         if row["status"] == "accepted":
             return self.get(row["newer_id"])
-        # Both sides as they stand now: either may have been archived, forgotten or
-        # superseded since the proposal was made.
-        older, newer = self._state(row["older_id"]), self._state(row["newer_id"])
         check_supersession(
             older.existing.side(), newer.existing.side(), newer.existing.window.start
         )
@@ -122,12 +126,10 @@ class Curation(LedgerCore):
     def knows(self, later_id: UUID | str, earlier_id: UUID | str) -> bool:
         """Whether ``later_id`` was written knowing ``earlier_id`` (by vector clocks)."""
         later, earlier = as_id(later_id, "later_id"), as_id(earlier_id, "earlier_id")
-        return clock_dominates(self.get(later).vector_clock, self.get(earlier).vector_clock)
-
-    def _proposal(self, proposal_id: UUID | str) -> Any:
-        key = as_id(proposal_id, "proposal_id", noun="proposal")
-        with self._read_caught_up() as sql:
-            return self._proposal_in(sql, key)
+        with translated_errors(), self.log.backend.read() as sql:  # one snapshot for both
+            later_clock = self.reader.get(sql, later).vector_clock
+            earlier_clock = self.reader.get(sql, earlier).vector_clock
+        return clock_dominates(later_clock, earlier_clock)
 
     def _proposal_in(self, sql: Sql, key: UUID) -> Any:
         """One proposal's row, read in an open transaction (``NotFound`` if none)."""

@@ -121,27 +121,32 @@ class WriteCommands(LedgerCore):
         written = self._remember_plans(plans)
         return [written[place] for place in places]
 
-    def _remember_plans(self, plans: list[WritePlan]) -> list[Memory]:
-        """Append the plans (no two with the same idempotency key) and fold them."""
+    def _remember_plans(
+        self, plans: list[WritePlan], known: Mapping[UUID, Existing] | None = None
+    ) -> list[Memory]:
+        """Append the plans (no two with the same idempotency key) and fold them.
+        ``known``: memories they supersede as the caller read them (caught up), which
+        need not be read again."""
         replay = self._idempotent_replay(plans)
         if replay is not None:
             return replay
         self._check_observed(plans)
         now = self.now()
         ids = MEMORY_IDS.issue(now, len(plans))
-        olders: dict[UUID, Existing] = {}
+        olders: dict[UUID, Existing] = dict(known or {})
         requested = plans
-        if any(p.supersedes or p.policy != "propose" for p in plans):
+        unread = {o for p in plans for o in p.supersedes if o not in olders}
+        if unread or any(p.policy != "propose" for p in plans):
             # Validate against the memories touched, as the whole log now says.
             with self._read_caught_up() as sql:
                 plans = self._apply_policies(sql, plans, ids, self.log.next_start(sql, now))
                 own = set(ids)  # superseded within the batch: plan_writes knows them
-                olders = {
-                    older_id: self.reader.state(sql, older_id).existing
+                olders.update(
+                    (older_id, self.reader.state(sql, older_id).existing)
                     for plan in plans
                     for older_id in plan.supersedes
-                    if older_id not in own
-                }
+                    if older_id not in own and older_id not in olders
+                )
         claims = [
             IdempotencyClaim(self.namespace, plan.idempotency_key, plan.fingerprint, new_id)
             for plan, new_id in zip(plans, ids, strict=True)
@@ -199,7 +204,10 @@ class WriteCommands(LedgerCore):
                 fields[name] = getattr(older, name)
         if "supersedes" in fields:
             raise ValidationError("revise supersedes exactly older_id: do not pass supersedes")
-        return self.remember_many([{"content": content, "supersedes": [older.id], **fields}])[0]
+        (plan,) = _parsed([{"content": content, "supersedes": [older.id], **fields}])
+        # The older memory as just read is what the write is decided on: the append's
+        # versions refuse it if another writer changed that memory meanwhile.
+        return self._remember_plans([plan], known={older.id: target.existing})[0]
 
     def _retried_revision_of(self, target: MemoryState, key: Any) -> Memory:
         """The forgotten memory a ``revise`` names, when the revise is the retry of one
