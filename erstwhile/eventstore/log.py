@@ -405,6 +405,10 @@ class EventLog:
         )
         return tip, lambda: self.keyring.admit_found(wrapped)
 
+    def prefetch_tip(self, sql: Sql) -> None:
+        """Send :meth:`tip`'s read ahead (see :meth:`Sql.prefetch`)."""
+        sql.prefetch(self._tip_query)
+
     def tip(self, sql: Sql) -> LogTip:
         """Return the last event's position, instant and hash, inside an open transaction."""
         sql.execute(self._tip_query)

@@ -235,6 +235,8 @@ class ProjectionRunner:
             return self._lag_in(sql)
 
     def _lag_in(self, sql: Sql) -> tuple[int, int]:
+        self.prefetch(sql)  # the two reads travel together (one round trip on PostgreSQL)
+        self.log.prefetch_tip(sql)
         return min(self.tracked_positions(sql).values(), default=0), self.log.tip(sql).position
 
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
