@@ -64,10 +64,10 @@ def _instant(micros: int | None) -> datetime | None:
 def rectangle_from_row(row: Any) -> Rectangle:
     """Build one version of the timeline from a ``memory_versions`` row joined with its
     memory's claim."""
-    return Rectangle(
-        memory_id=UUID(str(row["memory_id"])),
-        kind=Kind(row["kind"]),
-        state=State(row["state"]),
+    return Rectangle(  # the id and enum values as stored: the model parses them faster
+        memory_id=row["memory_id"],
+        kind=row["kind"],
+        state=row["state"],
         content=row["content"],
         value=_json(row["value"]),
         valid_from=from_micros(row["valid_from"]),
@@ -83,10 +83,11 @@ def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
     state = row["v_state"] if "v_state" in keys else row["state"]
     valid_until = row["v_valid_until"] if "v_valid_until" in keys else row["valid_until"]
     successor = row["v_superseded_by"] if "v_superseded_by" in keys else row["superseded_by"]
+    # Ids and enum values go in as stored: the model parses them faster than Python does.
     return Memory(
-        id=UUID(row["id"]),
+        id=row["id"],
         namespace=row["namespace"],
-        kind=Kind(row["kind"]),
+        kind=row["kind"],
         content=row["content"],
         subject=row["subject"],
         attribute=row["attribute"],
@@ -101,11 +102,11 @@ def memory_from_row(row: Any, supersedes: Sequence[UUID]) -> Memory:
         extracted_at=_instant(row["extracted_at"]),
         actor=row["actor"],
         metadata=_json(row["metadata"]),
-        state=State(state),
+        state=state,
         recorded_at=from_micros(row["recorded_at"]),
         position=row["position"],
         supersedes=list(supersedes),
-        superseded_by=UUID(successor) if successor else None,
+        superseded_by=successor or None,
         forgotten_at=_instant(row["forgotten_at"]) if state == State.FORGOTTEN else None,
         vector_clock=_json(row["vector_clock"]) or {},
     )
