@@ -128,8 +128,8 @@ class Curation(LedgerCore):
         """Whether ``later_id`` was written knowing ``earlier_id`` (by vector clocks)."""
         later, earlier = as_id(later_id, "later_id"), as_id(earlier_id, "earlier_id")
         with translated_errors(), self.log.backend.read() as sql:  # one snapshot for both
-            later_clock = self.reader.get(sql, later).vector_clock
-            earlier_clock = self.reader.get(sql, earlier).vector_clock
+            later_clock = self.reader.vector_clock(sql, later)
+            earlier_clock = self.reader.vector_clock(sql, earlier)
         return clock_dominates(later_clock, earlier_clock)
 
     def _proposal_in(self, sql: Sql, key: UUID) -> Any:

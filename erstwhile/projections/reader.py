@@ -223,6 +223,21 @@ class MemoryReader:
         )
         return MemoryState(existing=existing, memory=memory, erased=erased, kept=kept)
 
+    def vector_clock(self, sql: Sql, memory_id: UUID) -> dict[str, int]:
+        """Return a visible memory's vector clock, refused as :meth:`get` refuses it,
+        without building the memory."""
+        sql.execute(
+            "SELECT vector_clock, state, erased_at FROM memories WHERE id = ? AND namespace = ?",
+            (str(memory_id), self.namespace),
+        )
+        row = sql.fetchone()
+        if row is None:
+            raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
+        if row["erased_at"] is not None or row["state"] == State.FORGOTTEN:
+            raise NotFound(f"memory {memory_id} was forgotten")
+        clock: dict[str, int] = _json(row["vector_clock"]) or {}
+        return clock
+
     def get(self, sql: Sql, memory_id: UUID, known_at: datetime | None = None) -> Memory:
         """Return a visible memory as known at ``known_at`` (latest by default)."""
         if known_at is None:

@@ -7,6 +7,7 @@ import sqlite3
 import unicodedata
 from datetime import timedelta
 from typing import Any
+from uuid import uuid4
 
 import psycopg
 import pytest
@@ -1155,3 +1156,22 @@ def test_vector_clocks_say_who_knew_what(open_ledger: OpenLedger) -> None:
     before = planner.get(aware.id)
     planner.rebuild()
     assert planner.get(aware.id) == before
+
+
+def test_knows_refuses_what_get_refuses(open_ledger: OpenLedger) -> None:
+    """A memory ``get`` would not show (unknown, in another namespace, forgotten softly or
+    hard) is not compared either: ``knows`` refuses it as ``get`` does, either side."""
+    ledger = open_ledger(namespace="acme")
+    other = open_ledger(namespace="elsewhere").remember("the office is in Oslo")
+    first, second = ledger.remember("deadline is Friday"), ledger.remember("deadline is Monday")
+    soft, hard = ledger.remember("budget is 10k"), ledger.remember("budget is 20k")
+    ledger.forget(soft.id)
+    ledger.forget(hard.id, hard=True)
+    assert ledger.knows(second.id, first.id) and not ledger.knows(first.id, second.id)
+    for hidden in (uuid4(), other.id, soft.id, hard.id):
+        with pytest.raises(NotFound) as refused:
+            ledger.get(hidden)
+        for pair in ((hidden, first.id), (first.id, hidden)):
+            with pytest.raises(NotFound) as also:
+                ledger.knows(*pair)
+            assert str(also.value) == str(refused.value)
