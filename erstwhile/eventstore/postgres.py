@@ -230,10 +230,13 @@ class PostgresSql:
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         """Send a read now, on a cursor of its own, and answer the ``execute`` of the
         same statement and parameters with it: reads sent together wait for one round
-        trip, not one each."""
+        trip, not one each. A read already on its way is not sent again."""
+        key = (statement, tuple(params))
+        if key in self._early:
+            return
         cursor = self.raw.connection.cursor()
         cursor.execute(self._convert(statement), params)
-        self._early[(statement, tuple(params))] = cursor
+        self._early[key] = cursor
 
     def _take_early(self, statement: str, params: Sequence[Any]) -> Cursor[DictRow] | None:
         try:

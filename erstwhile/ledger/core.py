@@ -208,15 +208,19 @@ class LedgerCore:
 
     def _state(self, memory_id: UUID | str, what: str = "memory_id") -> MemoryState:
         key = as_id(memory_id, what)
-        with self._read_caught_up() as sql:
+        with self._read_caught_up(lambda sql: self.reader.prefetch_state(sql, key)) as sql:
             return self.reader.state(sql, key)
 
     @contextmanager
-    def _read_caught_up(self) -> Iterator[Sql]:
+    def _read_caught_up(self, ahead: Callable[[Sql], None] | None = None) -> Iterator[Sql]:
         """A read transaction in which the projections have applied the whole log, for a
         command that decides on what it reads. When they had (each write folds itself),
-        that is the one transaction that found so; otherwise the log is folded first."""
+        that is the one transaction that found so; otherwise the log is folded first.
+        ``ahead`` may send the command's first reads ahead (see :meth:`Sql.prefetch`),
+        to travel with the check's own."""
         with translated_errors(), self.log.backend.read() as sql:
+            if ahead is not None:
+                ahead(sql)
             if self.runner.caught_up(sql):
                 yield sql
                 return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -46,7 +47,7 @@ class Curation(LedgerCore):
         key = as_id(proposal_id, "proposal_id", noun="proposal")
         # The proposal and both sides as they stand now, in one snapshot: either side may
         # have been archived, forgotten or superseded since the proposal was made.
-        with self._read_caught_up() as sql:
+        with self._read_caught_up(self._proposal_ahead(key)) as sql:
             row = self._proposal_in(sql, key)
             if row["status"] == "open":
                 older = self.reader.state(sql, UUID(row["older_id"]))
@@ -77,7 +78,7 @@ class Curation(LedgerCore):
         # The proposal and its older memory are read in one snapshot: read apart, an
         # accept committed between the two reads left the proposal looking open and the
         # older memory's new version looking like the one this rejection was decided on.
-        with self._read_caught_up() as sql:
+        with self._read_caught_up(self._proposal_ahead(key)) as sql:
             row = self._proposal_in(sql, key)
             is_open = row["status"] == "open"
             older = self.reader.state(sql, UUID(row["older_id"])) if is_open else None
@@ -131,6 +132,11 @@ class Curation(LedgerCore):
             later_clock = self.reader.vector_clock(sql, later)
             earlier_clock = self.reader.vector_clock(sql, earlier)
         return clock_dominates(later_clock, earlier_clock)
+
+    def _proposal_ahead(self, key: UUID) -> Callable[[Sql], None]:
+        """What sends a proposal's read ahead, with the check that the projections are
+        caught up (see :meth:`_read_caught_up`)."""
+        return lambda sql: recall.prefetch_proposal_row(sql, self.namespace, key)
 
     def _proposal_in(self, sql: Sql, key: UUID) -> Any:
         """One proposal's row, read in an open transaction (``NotFound`` if none)."""

@@ -137,8 +137,13 @@ class WriteCommands(LedgerCore):
         requested = plans
         unread = {o for p in plans for o in p.supersedes if o not in olders}
         if unread or any(p.policy != "propose" for p in plans):
-            # Validate against the memories touched, as the whole log now says.
-            with self._read_caught_up() as sql:
+            # Validate against the memories touched, as the whole log now says (their
+            # reads sent ahead, with the check's own).
+            def ahead(sql: Sql) -> None:
+                for older_id in sorted(unread):
+                    self.reader.prefetch_state(sql, older_id)
+
+            with self._read_caught_up(ahead) as sql:
                 plans = self._apply_policies(sql, plans, ids, self.log.next_start(sql, now))
                 own = set(ids)  # superseded within the batch: plan_writes knows them
                 olders.update(

@@ -190,12 +190,8 @@ class MemoryReader:
 
     def state(self, sql: Sql, memory_id: UUID) -> MemoryState:
         """Return a memory's latest state for validating a command (forgotten included)."""
-        # What it superseded travels with its row (one round trip on PostgreSQL).
-        sql.prefetch(*_superseded_query([str(memory_id)], LATEST))
-        sql.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND namespace = ?",
-            (str(memory_id), self.namespace),
-        )
+        self.prefetch_state(sql, memory_id)
+        sql.execute(*self._state_query(memory_id))
         row = sql.fetchone()
         if row is None:
             raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
@@ -222,6 +218,19 @@ class MemoryReader:
             position=row["position"],
         )
         return MemoryState(existing=existing, memory=memory, erased=erased, kept=kept)
+
+    def prefetch_state(self, sql: Sql, memory_id: UUID) -> None:
+        """Send :meth:`state`'s reads ahead (see :meth:`Sql.prefetch`): its row and what
+        it superseded travel together (one round trip on PostgreSQL), and with any read
+        sent before them."""
+        sql.prefetch(*_superseded_query([str(memory_id)], LATEST))
+        sql.prefetch(*self._state_query(memory_id))
+
+    def _state_query(self, memory_id: UUID) -> tuple[str, tuple[str, str]]:
+        return (
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND namespace = ?",
+            (str(memory_id), self.namespace),
+        )
 
     def vector_clock(self, sql: Sql, memory_id: UUID) -> dict[str, int]:
         """Return a visible memory's vector clock, refused as :meth:`get` refuses it,

@@ -410,12 +410,21 @@ def open_proposals(sql: Sql, namespace: str) -> list[Any]:
 
 def proposal_row(sql: Sql, namespace: str, proposal: UUID) -> Any:
     """Return one proposal's row (any status), or None."""
-    sql.execute(
+    sql.execute(*_proposal_query(namespace, proposal))
+    return sql.fetchone()
+
+
+def prefetch_proposal_row(sql: Sql, namespace: str, proposal: UUID) -> None:
+    """Send :func:`proposal_row`'s read ahead (see :meth:`Sql.prefetch`)."""
+    sql.prefetch(*_proposal_query(namespace, proposal))
+
+
+def _proposal_query(namespace: str, proposal: UUID) -> tuple[str, tuple[str, str]]:
+    return (
         "SELECT id, older_id, newer_id, confidence, status FROM proposals "
         "WHERE id = ? AND namespace = ?",
         (str(proposal), namespace),
     )
-    return sql.fetchone()
 
 
 def _live(table: str) -> str:
