@@ -24,6 +24,7 @@ from eventsourcing.domain import Aggregate, event
 from psycopg.sql import SQL, Identifier
 
 from benchmarks.datasets import VERSIONS, Claim, chunks, claim, round_claims, subject_count
+from erstwhile.projections.recall import OPEN_PROPOSALS
 
 OPEN_END = 2**62
 """The stored "until" of a row whose window or recorded interval is still open."""
@@ -400,16 +401,6 @@ class RawEventReader:
         self.connection.close()
 
 
-OPEN_PROPOSALS = (
-    "SELECT p.id, p.older_id, p.newer_id, p.confidence FROM proposals p "
-    "JOIN memories o ON o.id = p.older_id JOIN memories n ON n.id = p.newer_id "
-    "WHERE p.namespace = {0} AND p.status = 'open' AND o.state = 'current' "
-    "AND n.state = 'current' AND o.erased_at IS NULL AND n.erased_at IS NULL "
-    "ORDER BY p.position, p.older_id"
-)
-"""The ledger's own query for the open proposals whose memories are both current."""
-
-
 class RawLedgerReader:
     """Queries of a ledger store's own projection tables, run through the bare driver on
     a connection kept open: the same rows erstwhile reads, without the ledger."""
@@ -430,7 +421,8 @@ class RawLedgerReader:
 
     def open_proposals(self, namespace: str) -> list[Any]:
         """The open proposals whose memories are both current, oldest first."""
-        return list(self.connection.execute(OPEN_PROPOSALS.format(self.marker), (namespace,)))
+        statement = OPEN_PROPOSALS.replace("?", self.marker)  # the ledger's own query
+        return list(self.connection.execute(statement, (namespace,)))
 
     def knows(self, later: uuid.UUID, earlier: uuid.UUID) -> bool:
         """Whether ``later``'s vector clock dominates ``earlier``'s, read from the

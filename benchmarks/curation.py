@@ -5,8 +5,8 @@ new versions remembered without ``supersedes`` (each leaves a proposal), listing
 
 Baselines: a revision of the plain bitemporal table in one durable transaction; the
 ledger's own query for the open proposals, and the two vector clocks, read raw from its
-tables; for accept and reject, one durable row ``UPDATE`` (closing the older version's
-row, or marking a proposal). Runs after the reads, in the shared data sets, on subjects
+tables; for accept and reject, a durable one-row ``UPDATE`` closing the subject's
+current row of the plain table. Runs after the reads, in the shared data sets, on subjects
 of their own: each first remembered (untimed) with one version, then revised, or given a
 second version that leaves a proposal.
 """

@@ -48,7 +48,8 @@ class Sql(Protocol):
         """Send a read ahead of time, where waiting for answers costs round trips: the
         ``execute`` of the same statement with the same parameters, later in the
         transaction, then takes its answer. Only for reads whose answer nothing written
-        before that ``execute`` changes. Elsewhere it does nothing."""
+        before that ``execute`` changes. A read sent again before that ``execute`` is
+        not sent twice: the first send answers. Elsewhere it does nothing."""
 
 
 class PassingSql:

@@ -49,7 +49,8 @@ class Curation(LedgerCore):
         # have been archived, forgotten or superseded since the proposal was made.
         with self._read_caught_up(self._proposal_ahead(key)) as sql:
             row = self._proposal_in(sql, key)
-            if row["status"] == "open":
+            if row["status"] == "open":  # the other statuses need neither side
+                self.reader.prefetch_state(sql, UUID(row["newer_id"]))  # with the older's
                 older = self.reader.state(sql, UUID(row["older_id"]))
                 newer = self.reader.state(sql, UUID(row["newer_id"]))
         if row["status"] == "rejected":
@@ -129,6 +130,7 @@ class Curation(LedgerCore):
         """Whether ``later_id`` was written knowing ``earlier_id`` (by vector clocks)."""
         later, earlier = as_id(later_id, "later_id"), as_id(earlier_id, "earlier_id")
         with translated_errors(), self.log.backend.read() as sql:  # one snapshot for both
+            self.reader.prefetch_vector_clock(sql, earlier)  # with the first read
             later_clock = self.reader.vector_clock(sql, later)
             earlier_clock = self.reader.vector_clock(sql, earlier)
         return clock_dominates(later_clock, earlier_clock)

@@ -194,7 +194,7 @@ class MemoryReader:
         sql.execute(*self._state_query(memory_id))
         row = sql.fetchone()
         if row is None:
-            raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
+            raise self._unknown(memory_id)
         # An erased claim in a row not yet marked forgotten is a fold of the log up to
         # before the hard forget (a replay, a follower behind): still never shown.
         erased = row["erased_at"] is not None
@@ -232,27 +232,38 @@ class MemoryReader:
             (str(memory_id), self.namespace),
         )
 
+    def prefetch_vector_clock(self, sql: Sql, memory_id: UUID) -> None:
+        """Send :meth:`vector_clock`'s read ahead (see :meth:`Sql.prefetch`)."""
+        sql.prefetch(*self._clock_query(memory_id))
+
     def vector_clock(self, sql: Sql, memory_id: UUID) -> dict[str, int]:
         """Return a visible memory's vector clock, refused as :meth:`get` refuses it,
         without building the memory."""
-        sql.execute(
+        sql.execute(*self._clock_query(memory_id))
+        row = sql.fetchone()
+        if row is None:
+            raise self._unknown(memory_id)
+        if row["erased_at"] is not None or row["state"] == State.FORGOTTEN:
+            raise _forgotten(memory_id)
+        clock: dict[str, int] = _json(row["vector_clock"]) or {}
+        return clock
+
+    def _clock_query(self, memory_id: UUID) -> tuple[str, tuple[str, str]]:
+        return (
             "SELECT vector_clock, state, erased_at FROM memories WHERE id = ? AND namespace = ?",
             (str(memory_id), self.namespace),
         )
-        row = sql.fetchone()
-        if row is None:
-            raise NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
-        if row["erased_at"] is not None or row["state"] == State.FORGOTTEN:
-            raise NotFound(f"memory {memory_id} was forgotten")
-        clock: dict[str, int] = _json(row["vector_clock"]) or {}
-        return clock
+
+    def _unknown(self, memory_id: UUID) -> NotFound:
+        """The refusal of a memory this namespace does not hold."""
+        return NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
 
     def get(self, sql: Sql, memory_id: UUID, known_at: datetime | None = None) -> Memory:
         """Return a visible memory as known at ``known_at`` (latest by default)."""
         if known_at is None:
             found = self.state(sql, memory_id).memory
             if found is None:
-                raise NotFound(f"memory {memory_id} was forgotten")
+                raise _forgotten(memory_id)
             return found
         known = self._select_linked(
             sql, "v.memory_id = ?", [str(memory_id)], to_micros(known_at), order=""
@@ -415,3 +426,8 @@ def _superseded_query(ids: Sequence[str], recorded: int) -> tuple[str, list[Any]
         "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
         [*ids, recorded, recorded],
     )
+
+
+def _forgotten(memory_id: UUID) -> NotFound:
+    """The refusal of a memory that was forgotten (softly, or erased)."""
+    return NotFound(f"memory {memory_id} was forgotten")

@@ -395,16 +395,19 @@ def entity_keys(request: SearchRequest) -> list[str]:
     return list(dict.fromkeys(normalise_label(name) for name in request.entities or ()))
 
 
+OPEN_PROPOSALS = (
+    "SELECT p.id, p.older_id, p.newer_id, p.confidence FROM proposals p "
+    "JOIN memories o ON o.id = p.older_id JOIN memories n ON n.id = p.newer_id "
+    "WHERE p.namespace = ? AND p.status = 'open' AND o.state = 'current' "
+    "AND n.state = 'current' AND o.erased_at IS NULL AND n.erased_at IS NULL "
+    "ORDER BY p.position, p.older_id"
+)
+"""The open proposals of a namespace whose two memories are both still current."""
+
+
 def open_proposals(sql: Sql, namespace: str) -> list[Any]:
     """Return open proposals whose two memories are both still current, oldest first."""
-    sql.execute(
-        "SELECT p.id, p.older_id, p.newer_id, p.confidence FROM proposals p "
-        "JOIN memories o ON o.id = p.older_id JOIN memories n ON n.id = p.newer_id "
-        "WHERE p.namespace = ? AND p.status = 'open' AND o.state = 'current' "
-        "AND n.state = 'current' AND o.erased_at IS NULL AND n.erased_at IS NULL "
-        "ORDER BY p.position, p.older_id",
-        (namespace,),
-    )
+    sql.execute(OPEN_PROPOSALS, (namespace,))
     return sql.fetchall()
 
 

@@ -32,7 +32,7 @@ from uuid import UUID
 
 import pytest
 
-from erstwhile import ErstwhileError, Ledger, Memory, SupersessionRefused
+from erstwhile import ConcurrencyConflict, ErstwhileError, Ledger, Memory, SupersessionRefused
 from erstwhile.eventstore.sqlite import enter_wal
 from tests.conftest import OpenLedger, event_count
 
@@ -203,6 +203,33 @@ def test_racing_supersessions_have_one_winner_and_store_nothing_else(
             check_round(ledger, old_id, collect(results, WRITERS), number)
         for queue in tasks:
             queue.put(None)
+
+
+@pytest.mark.parametrize("change", ["archive", "forget", "revise"])
+def test_a_revise_decided_on_a_memory_changed_before_its_write_is_a_conflict(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """``revise`` writes on the older memory as it read it: another writer that archives,
+    forgets or revises that memory between the read and the write makes the revise a
+    ``ConcurrencyConflict`` (the memory's version moved), and the revise stores nothing."""
+    mine = open_ledger(namespace="acme")
+    theirs = open_ledger(namespace="acme", actor="other")
+    older = mine.remember("The team uses Supabase", subject="team", attribute="database",
+                          value="Supabase")  # fmt: skip
+    writes = mine._remember_plans
+
+    def changed_first(*args: Any, **kwargs: Any) -> list[Memory]:
+        if change == "revise":
+            theirs.revise(older.id, "The team uses Neon", value="Neon")
+        else:
+            getattr(theirs, change)(older.id)
+        return writes(*args, **kwargs)
+
+    monkeypatch.setattr(mine, "_remember_plans", changed_first)
+    with pytest.raises(ConcurrencyConflict):
+        mine.revise(older.id, "The team uses Postgres", value="Postgres")
+    assert [e.actor for e in mine.events()][1:] == ["other"] * (2 if change == "revise" else 1)
+    assert "Postgres" not in [m.value for m in mine.timeline("team", "database")]
 
 
 def test_recorded_at_strictly_increases_across_processes_with_a_clock_behind(

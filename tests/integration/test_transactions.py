@@ -126,4 +126,14 @@ def test_a_read_sent_ahead_answers_the_same_read_later(backend: Backend) -> None
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
         sql.execute(KEY_OF, ("a",))  # taken once: this one runs again
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
-    assert claims(backend) == ["a", "b"]
+        # A read sent again before it is taken is sent once: the first send answers (so
+        # a read sent ahead must be one nothing written before its execute changes).
+        sql.prefetch(KEY_OF, ("d",))
+        sql.execute(CLAIM, row("d"))
+        sql.prefetch(KEY_OF, ("d",))
+        sql.execute(KEY_OF, ("d",))
+        sent_ahead = backend.dialect == "postgresql"
+        assert [r["idempotency_key"] for r in sql.fetchall()] == ([] if sent_ahead else ["d"])
+        sql.execute(KEY_OF, ("d",))
+        assert [r["idempotency_key"] for r in sql.fetchall()] == ["d"]
+    assert claims(backend) == ["a", "b", "d"]
