@@ -165,6 +165,13 @@ def _unreadable(rows: Sequence[Any]) -> StoreUnavailable:
     return StoreUnavailable("a stored event cannot be read")  # pragma: no cover
 
 
+def _tip_of(row: Any) -> LogTip:
+    """The tip a row of the log's last event makes (the genesis tip where there is none)."""
+    if row is None:
+        return LogTip(0, None, GENESIS_HASH)
+    return LogTip(row["position"], row["recorded_at"], bytes(row["hash"]))
+
+
 def _start_after(tip: LogTip, now: datetime) -> datetime:
     """Where an append after ``tip`` starts: ``now``, but at least :data:`APPEND_GAP`
     after the last event (transaction time never steps back)."""
@@ -398,11 +405,7 @@ class EventLog:
         sql.execute(self._opening_query)
         row = sql.fetchone()
         wrapped = None if row["wrapped_id"] is None else (row["wrapped_id"], row["wrapped_key"])
-        tip = (
-            LogTip(0, None, GENESIS_HASH)
-            if row["position"] is None
-            else LogTip(row["position"], row["recorded_at"], bytes(row["hash"]))
-        )
+        tip = _tip_of(None if row["position"] is None else row)
         return tip, lambda: self.keyring.admit_found(wrapped)
 
     def prefetch_tip(self, sql: Sql) -> None:
@@ -412,10 +415,7 @@ class EventLog:
     def tip(self, sql: Sql) -> LogTip:
         """Return the last event's position, instant and hash, inside an open transaction."""
         sql.execute(self._tip_query)
-        row = sql.fetchone()
-        if row is None:
-            return LogTip(0, None, GENESIS_HASH)
-        return LogTip(row["position"], row["recorded_at"], bytes(row["hash"]))
+        return _tip_of(sql.fetchone())
 
     def _stream_version(self, sql: Sql, stream: UUID) -> int:
         """The version of a stream's last event (0 for a stream with none)."""
