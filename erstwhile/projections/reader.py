@@ -259,12 +259,18 @@ class MemoryReader:
         return NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
 
     def get(self, sql: Sql, memory_id: UUID, known_at: datetime | None = None) -> Memory:
-        """Return a visible memory as known at ``known_at`` (latest by default)."""
+        """Return a visible memory as known at ``known_at`` (latest by default), refused
+        as :meth:`state` refuses it: unknown here, or forgotten."""
         if known_at is None:
-            found = self.state(sql, memory_id).memory
-            if found is None:
+            found = self._linked_by_id(sql, [str(memory_id)])
+            if not found:
+                raise self._unknown(memory_id)
+            ((row, olders),) = found
+            if row["namespace"] != self.namespace:
+                raise self._unknown(memory_id)
+            if not _shown(row):
                 raise _forgotten(memory_id)
-            return found
+            return memory_from_row(row, olders)
         known = self._select_linked(
             sql, "v.memory_id = ?", [str(memory_id)], to_micros(known_at), order=""
         )
@@ -353,20 +359,34 @@ class MemoryReader:
         in a transaction of its own: on PostgreSQL 6 ms for a lineage of five). They are
         found by id alone and their namespace checked here: with the namespace in the
         query, SQLite (which keeps no statistics) walked the namespace's index."""
-        rows = []
-        for chunk in in_lists([str(memory_id) for memory_id in ids]):
+        found = [
+            (row, olders)
+            for row, olders in self._linked_by_id(sql, [str(memory_id) for memory_id in ids])
+            if row["namespace"] == self.namespace and _shown(row)
+        ]
+        found.sort(key=lambda pair: pair[0]["position"])
+        return [memory_from_row(row, olders) for row, olders in found]
+
+    def _linked_by_id(self, sql: Sql, ids: Sequence[str]) -> list[tuple[Any, list[UUID]]]:
+        """The ``memories`` rows of these ids (any namespace, any state), each with the
+        ids of the memories it supersedes as known now, in log order: one statement, one
+        row per (memory, superseded memory), grouped back into one row each. The id alone
+        finds a row, through the primary key (see :meth:`visible`)."""
+        grouped: dict[str, tuple[Any, list[UUID]]] = {}
+        for chunk in in_lists(ids):
             sql.execute(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks(chunk)})", chunk
+                f"SELECT {JOINED_MEMORY_COLUMNS}, s.memory_id AS older FROM memories m "
+                "LEFT JOIN memory_versions s ON s.superseded_by = m.id "
+                "AND s.recorded_from <= ? AND s.recorded_until > ? "
+                "LEFT JOIN memories o ON o.id = s.memory_id "
+                f"WHERE m.id IN ({marks(chunk)}) ORDER BY m.id, o.position",
+                [LATEST, LATEST, *chunk],
             )
-            rows += [
-                row
-                for row in sql.fetchall()
-                if row["namespace"] == self.namespace
-                and row["state"] != State.FORGOTTEN
-                and row["erased_at"] is None  # see state(): a fold from before the forget
-            ]
-        rows.sort(key=lambda row: row["position"])
-        return self.with_links(sql, rows, LATEST)
+            for row in sql.fetchall():
+                _, olders = grouped.setdefault(row["id"], (row, []))
+                if row["older"] is not None:
+                    olders.append(UUID(row["older"]))
+        return list(grouped.values())
 
     def _select_linked(
         self,
@@ -426,6 +446,13 @@ def _superseded_query(ids: Sequence[str], recorded: int) -> tuple[str, list[Any]
         "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
         [*ids, recorded, recorded],
     )
+
+
+def _shown(row: Any) -> bool:
+    """Whether reads show the memory of a ``memories`` row: not forgotten, and not erased
+    (an erased claim in a row not yet marked forgotten is a fold of the log up to before
+    the hard forget: a replay, a follower behind)."""
+    return row["state"] != State.FORGOTTEN and row["erased_at"] is None
 
 
 def _forgotten(memory_id: UUID) -> NotFound:
