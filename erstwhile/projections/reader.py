@@ -22,7 +22,7 @@ from erstwhile.domain.views import Rectangle
 from erstwhile.domain.writes import Existing
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 from erstwhile.projections.base import Folded
-from erstwhile.projections.memories import JOINED_MEMORY_COLUMNS, MEMORY_COLUMNS
+from erstwhile.projections.memories import JOINED_MEMORY_COLUMNS
 
 LATEST = OPEN_END - 1
 """The recorded instant that selects every row still open: "as known now"."""
@@ -190,21 +190,11 @@ class MemoryReader:
 
     def state(self, sql: Sql, memory_id: UUID) -> MemoryState:
         """Return a memory's latest state for validating a command (forgotten included)."""
-        self.prefetch_state(sql, memory_id)
-        sql.execute(*self._state_query(memory_id))
-        row = sql.fetchone()
-        if row is None:
-            raise self._unknown(memory_id)
+        row, olders = self._one_linked(sql, memory_id)
         # An erased claim in a row not yet marked forgotten is a fold of the log up to
         # before the hard forget (a replay, a follower behind): still never shown.
         erased = row["erased_at"] is not None
-        kept = (
-            None
-            if erased
-            else memory_from_row(
-                row, self._superseded_ids(sql, [memory_id], LATEST).get(row["id"], [])
-            )
-        )
+        kept = None if erased else memory_from_row(row, olders)
         memory = kept if row["state"] != State.FORGOTTEN else None
         existing = Existing(
             id=memory_id,
@@ -220,17 +210,18 @@ class MemoryReader:
         return MemoryState(existing=existing, memory=memory, erased=erased, kept=kept)
 
     def prefetch_state(self, sql: Sql, memory_id: UUID) -> None:
-        """Send :meth:`state`'s reads ahead (see :meth:`Sql.prefetch`): its row and what
-        it superseded travel together (one round trip on PostgreSQL), and with any read
-        sent before them."""
-        sql.prefetch(*_superseded_query([str(memory_id)], LATEST))
-        sql.prefetch(*self._state_query(memory_id))
+        """Send :meth:`state`'s read ahead (see :meth:`Sql.prefetch`): the memory's row
+        and what it superseded come in one statement, which travels with any read sent
+        before it (one round trip on PostgreSQL)."""
+        sql.prefetch(*_linked_query([str(memory_id)]))
 
-    def _state_query(self, memory_id: UUID) -> tuple[str, tuple[str, str]]:
-        return (
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND namespace = ?",
-            (str(memory_id), self.namespace),
-        )
+    def _one_linked(self, sql: Sql, memory_id: UUID) -> tuple[Any, list[UUID]]:
+        """A memory's row with the ids of what it supersedes (see :meth:`_linked_by_id`);
+        ``NotFound`` where this namespace holds no such memory."""
+        found = self._linked_by_id(sql, [str(memory_id)])
+        if not found or found[0][0]["namespace"] != self.namespace:
+            raise self._unknown(memory_id)
+        return found[0]
 
     def prefetch_vector_clock(self, sql: Sql, memory_id: UUID) -> None:
         """Send :meth:`vector_clock`'s read ahead (see :meth:`Sql.prefetch`)."""
@@ -262,12 +253,7 @@ class MemoryReader:
         """Return a visible memory as known at ``known_at`` (latest by default), refused
         as :meth:`state` refuses it: unknown here, or forgotten."""
         if known_at is None:
-            found = self._linked_by_id(sql, [str(memory_id)])
-            if not found:
-                raise self._unknown(memory_id)
-            ((row, olders),) = found
-            if row["namespace"] != self.namespace:
-                raise self._unknown(memory_id)
+            row, olders = self._one_linked(sql, memory_id)
             if not _shown(row):
                 raise _forgotten(memory_id)
             return memory_from_row(row, olders)
@@ -374,14 +360,7 @@ class MemoryReader:
         finds a row, through the primary key (see :meth:`visible`)."""
         grouped: dict[str, tuple[Any, list[UUID]]] = {}
         for chunk in in_lists(ids):
-            sql.execute(
-                f"SELECT {JOINED_MEMORY_COLUMNS}, s.memory_id AS older FROM memories m "
-                "LEFT JOIN memory_versions s ON s.superseded_by = m.id "
-                "AND s.recorded_from <= ? AND s.recorded_until > ? "
-                "LEFT JOIN memories o ON o.id = s.memory_id "
-                f"WHERE m.id IN ({marks(chunk)}) ORDER BY m.id, o.position",
-                [LATEST, LATEST, *chunk],
-            )
+            sql.execute(*_linked_query(chunk))
             for row in sql.fetchall():
                 _, olders = grouped.setdefault(row["id"], (row, []))
                 if row["older"] is not None:
@@ -435,6 +414,19 @@ class MemoryReader:
             for row in sql.fetchall():
                 found.setdefault(row["superseded_by"], []).append(UUID(row["memory_id"]))
         return found
+
+
+def _linked_query(ids: Sequence[str]) -> tuple[str, list[Any]]:
+    """The read of the ``memories`` rows ``ids``, each joined to what it supersedes as
+    known now (through the versions' successor index), those in log order."""
+    return (
+        f"SELECT {JOINED_MEMORY_COLUMNS}, s.memory_id AS older FROM memories m "
+        "LEFT JOIN memory_versions s ON s.superseded_by = m.id "
+        "AND s.recorded_from <= ? AND s.recorded_until > ? "
+        "LEFT JOIN memories o ON o.id = s.memory_id "
+        f"WHERE m.id IN ({marks(ids)}) ORDER BY m.id, o.position",
+        [LATEST, LATEST, *ids],
+    )
 
 
 def _superseded_query(ids: Sequence[str], recorded: int) -> tuple[str, list[Any]]:
