@@ -250,8 +250,8 @@ class MemoryReader:
         return NotFound(f"no memory {memory_id} in namespace {self.namespace!r}")
 
     def get(self, sql: Sql, memory_id: UUID, known_at: datetime | None = None) -> Memory:
-        """Return a visible memory as known at ``known_at`` (latest by default), refused
-        as :meth:`state` refuses it: unknown here, or forgotten."""
+        """Return a visible memory as known at ``known_at`` (latest by default);
+        ``NotFound`` if this namespace holds no such memory, or it was forgotten."""
         if known_at is None:
             row, olders = self._one_linked(sql, memory_id)
             if not _shown(row):
@@ -341,8 +341,9 @@ class MemoryReader:
 
     def visible(self, sql: Sql, ids: Sequence[UUID]) -> list[Memory]:
         """Return these memories of the namespace, those not forgotten, in log order,
-        each with what it supersedes: two queries for all of them (a chain read each one
-        in a transaction of its own: on PostgreSQL 6 ms for a lineage of five). They are
+        each with what it supersedes: one statement for every 500 of them (a chain read
+        each one in a transaction of its own: on PostgreSQL 6 ms for a lineage of five;
+        and the rows, then their links, took two statements). They are
         found by id alone and their namespace checked here: with the namespace in the
         query, SQLite (which keeps no statistics) walked the namespace's index."""
         found = [
@@ -359,7 +360,7 @@ class MemoryReader:
         row per (memory, superseded memory), grouped back into one row each. The id alone
         finds a row, through the primary key (see :meth:`visible`)."""
         grouped: dict[str, tuple[Any, list[UUID]]] = {}
-        for chunk in in_lists(ids):
+        for chunk in in_lists(list(dict.fromkeys(ids))):  # each id read once
             sql.execute(*_linked_query(chunk))
             for row in sql.fetchall():
                 _, olders = grouped.setdefault(row["id"], (row, []))

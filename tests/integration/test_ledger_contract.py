@@ -442,6 +442,20 @@ def test_history_is_one_level_each_way_and_chain_is_the_whole_lineage(ledger: Le
     assert [m.id for m in ledger.chain(lone.id)] == [lone.id]
 
 
+def test_a_memory_lists_what_it_supersedes_once_each_in_log_order(ledger: Ledger) -> None:
+    olders = [ledger.remember(f"note {n}") for n in range(3)]
+    in_order = [m.id for m in olders]
+    newer = ledger.remember("the three notes, merged", supersedes=in_order[::-1])
+    assert ledger.get(newer.id).supersedes == in_order
+    assert [m.id for m in ledger.history(newer.id).supersedes] == in_order
+    assert [m.id for m in ledger.chain(newer.id)] == [*in_order, newer.id]
+    # Asked for twice, in two of the reader's 500-id statements: read once.
+    asked = [newer.id, *(uuid4() for _ in range(500)), newer.id]
+    with ledger.log.backend.read() as sql:
+        found = ledger.reader.visible(sql, asked)
+    assert [m.id for m in found] == [newer.id] and found[0].supersedes == in_order
+
+
 def test_facts_rules_for_now_as_of_and_known_at(ledger: Ledger, clock: ManualClock) -> None:
     old = supabase(ledger)
     recorded_old = clock()
