@@ -160,6 +160,7 @@ def workloads() -> dict[str, Workload]:
         audit,
         conflicts,
         curation,
+        following,
         forgetting,
         lineage,
         memory,
@@ -172,6 +173,7 @@ def workloads() -> dict[str, Workload]:
     return {
         "remember": writes.remember_latency,
         "bulk": writes.bulk_throughput,
+        "follow": following.follow_rates,
         "facts": reads.facts_lookups,
         "timeline": reads.timeline_lookups,
         "lineage": lineage.lineage_lookups,
