@@ -191,9 +191,7 @@ class MemoryReader:
     def state(self, sql: Sql, memory_id: UUID) -> MemoryState:
         """Return a memory's latest state for validating a command (forgotten included)."""
         row, olders = self._one_linked(sql, memory_id)
-        # An erased claim in a row not yet marked forgotten is a fold of the log up to
-        # before the hard forget (a replay, a follower behind): still never shown.
-        erased = row["erased_at"] is not None
+        erased = row["erased_at"] is not None  # never shown, even if not forgotten (_shown)
         kept = None if erased else memory_from_row(row, olders)
         memory = kept if row["state"] != State.FORGOTTEN else None
         existing = Existing(
@@ -234,7 +232,7 @@ class MemoryReader:
         row = sql.fetchone()
         if row is None:
             raise self._unknown(memory_id)
-        if row["erased_at"] is not None or row["state"] == State.FORGOTTEN:
+        if not _shown(row):
             raise _forgotten(memory_id)
         clock: dict[str, int] = _json(row["vector_clock"]) or {}
         return clock
@@ -411,7 +409,13 @@ class MemoryReader:
         log order (memories that supersede nothing are left out)."""
         found: dict[str, list[UUID]] = {}
         for chunk in in_lists([str(memory_id) for memory_id in memory_ids]):
-            sql.execute(*_superseded_query(chunk, recorded))
+            sql.execute(
+                "SELECT v.superseded_by, v.memory_id FROM memory_versions v "
+                "JOIN memories m ON m.id = v.memory_id "
+                f"WHERE v.superseded_by IN ({marks(chunk)}) "
+                "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
+                [*chunk, recorded, recorded],
+            )
             for row in sql.fetchall():
                 found.setdefault(row["superseded_by"], []).append(UUID(row["memory_id"]))
         return found
@@ -427,17 +431,6 @@ def _linked_query(ids: Sequence[str]) -> tuple[str, list[Any]]:
         "LEFT JOIN memories o ON o.id = s.memory_id "
         f"WHERE m.id IN ({marks(ids)}) ORDER BY m.id, o.position",
         [LATEST, LATEST, *ids],
-    )
-
-
-def _superseded_query(ids: Sequence[str], recorded: int) -> tuple[str, list[Any]]:
-    """The read of what the memories ``ids`` supersede, as known at ``recorded``."""
-    return (
-        "SELECT v.superseded_by, v.memory_id FROM memory_versions v "
-        "JOIN memories m ON m.id = v.memory_id "
-        f"WHERE v.superseded_by IN ({marks(ids)}) "
-        "AND v.recorded_from <= ? AND v.recorded_until > ? ORDER BY m.position",
-        [*ids, recorded, recorded],
     )
 
 
