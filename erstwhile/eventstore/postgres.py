@@ -371,6 +371,7 @@ class PostgresBackend(Backend):
         self._begin_write = ("BEGIN", *lock)
         self._begin_read: tuple[str | Composed, ...] = BEGIN_READ
         self._begin_fold = ("BEGIN", "SET LOCAL synchronous_commit = off", *lock)
+        self._begin_build = ("BEGIN", "SET LOCAL synchronous_commit = off", lock[0])
         self._notify = SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name))
 
     def _reach(self) -> None:
@@ -475,6 +476,15 @@ class PostgresBackend(Backend):
             for table in tables
         )
         self._begin_read = (*BEGIN_READ, SQL("LOCK TABLE {0} IN ACCESS SHARE MODE").format(names))
+
+    def build_indexes(self, statements: Sequence[str]) -> None:
+        """See :meth:`Backend.build_indexes`: each in a transaction of its own, without
+        the write lock, since no write touches a build's tables but a hard forget's
+        wipe (which waits for the index being built; it holds the write lock, so the
+        writes behind it wait too, for one index at most)."""
+        for statement in statements:
+            with self._transaction(self._begin_build) as sql:
+                sql.execute(statement)
 
     def analyze_build(self, tables: Sequence[str]) -> None:
         """ANALYZE these tables, those that exist: a build's before they are swapped in

@@ -74,6 +74,12 @@ class Projection(ABC):
     """The other projections whose tables this one reads as it folds: a rebuild of any
     of them rebuilds this one too, so it reads them as far as it has folded, never a
     table being rebuilt (or of an older schema) behind it."""
+    reader_indexes: tuple[str, ...] = ()
+    """The indexes (by name) that only the ledger's reads use, never a fold: a rebuild's
+    build creates them once it has caught up with the log, sorting each table once,
+    instead of keeping them up row by row as it folds (see
+    :meth:`ProjectionRunner.finish_catching_up`). A fold that reads one is still right,
+    but slow in a build; ``test_no_fold_reads_an_index_a_rebuild_creates_last`` says so."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
@@ -477,7 +483,7 @@ class ProjectionRunner:
             with translated_errors(), self.backend.write() as sql:
                 for projection in chosen:
                     projection.drop(shadow.wrap(sql))
-                    projection.create(shadow.wrap(sql))
+                    shadow.create(sql, projection)
                     self.backend.reset_tracking(sql, builder._tracking_name(projection))
             # A projection reads the others' tables as known at each event (proposals
             # read the versions): those not rebuilt here must be caught up at least as far
@@ -616,8 +622,12 @@ class ProjectionRunner:
 
     def finish_catching_up(self) -> None:
         """In a shadow build that has caught up with the log: let each projection make
-        the writes it put off (see :meth:`Projection.caught_up`); from here on the build
-        folds as the live projections do."""
+        the writes it put off (see :meth:`Projection.caught_up`), then create the
+        indexes that only reads use (see :attr:`Projection.reader_indexes`); from here
+        on the build folds as the live projections do.
+
+        An index created over a full table sorts it once, where one kept up as the build
+        folds takes a probe at every insert (docs/performance.md has the figures)."""
         if self.shadow is None or self.shadow.caught_up:
             return
         deferring = [p for p in self.projections if p.name in self.shadow.deferred]
@@ -625,6 +635,8 @@ class ProjectionRunner:
             with translated_errors(), self.backend.write(durable=False, bulk=True) as sql:
                 for projection in deferring:
                     projection.caught_up(self.shadow.wrap(sql))
+        with translated_errors():
+            self.backend.build_indexes(self.shadow.postponed_indexes())
         self.shadow.caught_up = True
 
     def _swap(

@@ -76,6 +76,10 @@ class MemoriesProjection(Projection):
     name = "memories"
     version = 6  # 6: subject, attribute and entity keys composed (NFC)
     tables = ("memories", "memory_entities", "actor_writes")
+    reader_indexes = (
+        "memories_subject", "memories_successor", "memories_position", "memories_attribute",
+        "memories_kind",
+    )  # fmt: skip
 
     def create(self, sql: Sql) -> None:
         sql.execute(
@@ -291,6 +295,7 @@ class VersionsProjection(Projection):
     name = "memory_versions"
     version = 3  # 3: subject and attribute keys composed (NFC)
     tables = ("memory_versions",)
+    reader_indexes = ("memory_versions_successor",)
 
     def create(self, sql: Sql) -> None:
         sql.execute(

@@ -31,6 +31,7 @@ class ProposalsProjection(Projection):
     # 4: labels typed composed or decomposed are one (NFC)
     tables = ("proposals",)
     reads = ("memories", "memory_versions")  # the candidates, as known at each assertion
+    reader_indexes = ("proposals_open",)
 
     def create(self, sql: Sql) -> None:
         sql.execute(

@@ -373,6 +373,7 @@ class SearchProjection(Projection):
     # brought the live index and position rowids, 3 the live index's upkeep; PostgreSQL
     # 3 brought the live table and each row's position, 5 documents in the words queries
     # are split into.
+    reader_indexes = (f"{FULL}_body", f"{LIVE}_body")  # PostgreSQL's GIN indexes
 
     def __init__(self, dialect: str) -> None:
         super().__init__(dialect)

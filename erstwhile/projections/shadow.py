@@ -38,6 +38,10 @@ class Shadow:
     :meth:`~erstwhile.projections.base.Projection.caught_up`)."""
     deferred: set[str] = field(default_factory=set)
     """The projections that put writes off until the build has caught up."""
+    postponed: list[str] = field(default_factory=list)
+    """The ``CREATE INDEX`` statements of the indexes no fold reads, as the projections
+    spell them: the build creates them once it has caught up with the log (see
+    :attr:`~erstwhile.projections.base.Projection.reader_indexes`)."""
     rewritten: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     """Statements as rewritten so far (a build wraps each batch's transaction anew,
     and its statements are the same every batch)."""
@@ -65,6 +69,17 @@ class Shadow:
         """Return ``sql`` with this shadow's renames applied to every statement."""
         return ShadowSql(sql, self)
 
+    def create(self, sql: Sql, projection: Projection) -> None:
+        """Create ``projection``'s tables for this build, without the indexes no fold
+        reads: their statements wait in :attr:`postponed`."""
+        creating = WithoutIndexes(self.wrap(sql), set(projection.reader_indexes))
+        projection.create(creating)
+        self.postponed += creating.left_out
+
+    def postponed_indexes(self) -> list[str]:
+        """The postponed ``CREATE INDEX`` statements, with this build's names."""
+        return [self.rewrite(statement) for statement in self.postponed]
+
 
 class ShadowSql(PassingSql):
     """:class:`Sql` that rewrites table and index names on the way through."""
@@ -88,13 +103,18 @@ class ShadowSql(PassingSql):
 class WithoutIndexes(PassingSql):
     """:class:`Sql` for a projection's ``create`` that leaves out some indexes by name:
     those a rebuild swapped in under its tagged names (see
-    :meth:`~erstwhile.projections.base.ProjectionRunner.setup`)."""
+    :meth:`~erstwhile.projections.base.ProjectionRunner.setup`), or those a build
+    creates last (see :meth:`Shadow.create`). The statements left out are kept in
+    :attr:`left_out`."""
 
     def __init__(self, sql: Sql, names: set[str]) -> None:
         super().__init__(sql)
         self._names = names
+        self.left_out: list[str] = []
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
         created = INDEX.match(statement)
         if created is None or created.group(2) not in self._names:
             self._sql.execute(statement, params)
+        else:
+            self.left_out.append(statement)

@@ -21,6 +21,7 @@ import pytest
 
 from erstwhile import Ledger
 from erstwhile.eventstore import sqlite as sqlite_store
+from erstwhile.projections.base import ProjectionRunner
 from tests.conftest import ManualClock
 
 WALKS = re.compile(
@@ -190,6 +191,65 @@ def test_a_write_never_walks_the_namespace(
         WRITES[write](ledger, versions)
     assert plans, "the write ran no SELECT through the ledger's SQLite connection"
     assert walking(plans) == []
+
+
+@contextmanager
+def explained_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, list[str]]]]:
+    """Record the plan of every statement the projections' folds run on SQLite
+    meanwhile, writes included (an ``UPDATE`` finds its rows as a ``SELECT`` does)."""
+    plans: list[tuple[str, list[str]]] = []
+    folding = [False]
+    fold = ProjectionRunner._fold
+    execute, executemany = sqlite_store.SQLiteSql.execute, sqlite_store.SQLiteSql.executemany
+
+    def marked(self: Any, *args: Any) -> int:
+        folding[0] = True
+        try:
+            return fold(self, *args)
+        finally:
+            folding[0] = False
+
+    def explain(sql: Any, statement: str, params: Any) -> None:
+        if folding[0]:
+            rows = sql.raw.connection.execute(f"EXPLAIN QUERY PLAN {statement}", params)
+            plans.append((" ".join(statement.split()), [row[3] for row in rows.fetchall()]))
+
+    def explaining(self: Any, statement: str, params: Any = ()) -> None:
+        explain(self, statement, params)
+        execute(self, statement, params)
+
+    def explaining_many(self: Any, statement: str, rows: Any) -> None:
+        if rows:
+            explain(self, statement, rows[0])
+        executemany(self, statement, rows)
+
+    monkeypatch.setattr(ProjectionRunner, "_fold", marked)
+    monkeypatch.setattr(sqlite_store.SQLiteSql, "execute", explaining)
+    monkeypatch.setattr(sqlite_store.SQLiteSql, "executemany", explaining_many)
+    yield plans
+
+
+FOLDED_WRITES = {
+    **WRITES,
+    "forget, soft": lambda ledger, versions: ledger.forget(versions[0].id),
+}
+
+
+@pytest.mark.parametrize("write", list(FOLDED_WRITES))
+def test_no_fold_reads_an_index_a_rebuild_creates_last(
+    write: str, revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild's build creates the indexes that only reads use once it has caught up
+    with the log (``Projection.reader_indexes``): a fold that used one would scan its
+    table at every event of a build."""
+    ledger, versions = revised
+    postponed = {name for p in ledger.runner.projections for name in p.reader_indexes}
+    with explained_folds(monkeypatch) as plans:
+        FOLDED_WRITES[write](ledger, versions)
+    used = {(statement, index) for statement, steps in plans for step in steps
+            for index in re.findall(r"USING (?:COVERING )?INDEX (\w+)", step)}  # fmt: skip
+    assert used, "the fold found no row through an index"
+    assert [(statement, index) for statement, index in used if index in postponed] == []
 
 
 def test_a_search_as_known_at_an_instant_ranks_no_row_asserted_after_it(
