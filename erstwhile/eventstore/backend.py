@@ -241,13 +241,12 @@ class Backend(ABC):
         against readers at once; unless ``patient``, give up soon when a read holds them
         (PostgreSQL; see there)."""
 
-    def build_indexes(self, statements: Sequence[str]) -> None:
-        """Run a rebuild's postponed ``CREATE INDEX`` statements on its build's tables,
-        each in a transaction of its own: SQLite's every write takes the file's one
-        lock, so a writer waits for one index at most."""
-        for statement in statements:
-            with self.write(durable=False, bulk=True) as sql:
-                sql.execute(statement)
+    def build_index(self, statement: str) -> None:
+        """Run one of a rebuild's postponed ``CREATE INDEX`` statements on its build's
+        tables, in a transaction of its own (on SQLite every write takes the file's one
+        lock: see ``ProjectionRunner.finish_catching_up``)."""
+        with self.write(durable=False, bulk=True) as sql:
+            sql.execute(statement)
 
     def analyze_build(self, tables: Sequence[str]) -> None:  # noqa: B027 - SQLite keeps none
         """Refresh the planner's statistics of a build's tables before they are swapped in."""

@@ -362,8 +362,9 @@ class PostgresBackend(Backend):
         self.tracker = PostgresTrackingRecorder(
             self.datastore, tracking_table_name="erstwhile_tracking"
         )
+        patience = f"SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'"
         lock = (
-            f"SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'",
+            patience,
             SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
                 Identifier(self.datastore.schema), Identifier(self.events_table)
             ),
@@ -371,7 +372,7 @@ class PostgresBackend(Backend):
         self._begin_write = ("BEGIN", *lock)
         self._begin_read: tuple[str | Composed, ...] = BEGIN_READ
         self._begin_fold = ("BEGIN", "SET LOCAL synchronous_commit = off", *lock)
-        self._begin_build = ("BEGIN", "SET LOCAL synchronous_commit = off", lock[0])
+        self._begin_build = ("BEGIN", "SET LOCAL synchronous_commit = off", patience)
         self._notify = SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name))
 
     def _reach(self) -> None:
@@ -477,14 +478,13 @@ class PostgresBackend(Backend):
         )
         self._begin_read = (*BEGIN_READ, SQL("LOCK TABLE {0} IN ACCESS SHARE MODE").format(names))
 
-    def build_indexes(self, statements: Sequence[str]) -> None:
-        """See :meth:`Backend.build_indexes`: each in a transaction of its own, without
-        the write lock, since no write touches a build's tables but a hard forget's
-        wipe (which waits for the index being built; it holds the write lock, so the
-        writes behind it wait too, for one index at most)."""
-        for statement in statements:
-            with self._transaction(self._begin_build) as sql:
-                sql.execute(statement)
+    def build_index(self, statement: str) -> None:
+        """See :meth:`Backend.build_index`; without the write lock, since no write
+        touches a build's tables but a hard forget: its wipe of them waits for the index
+        being built (holding the write lock, so the writes behind it wait too), and its
+        scrub's VACUUM of them for every index left to build (see docs/forgetting.md)."""
+        with self._transaction(self._begin_build) as sql:
+            sql.execute(statement)
 
     def analyze_build(self, tables: Sequence[str]) -> None:
         """ANALYZE these tables, those that exist: a build's before they are swapped in

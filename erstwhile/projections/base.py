@@ -491,10 +491,11 @@ class ProjectionRunner:
             # rebuilt here are read in the shadow, at the build's own position.
             others = [p for p in self.projections if p not in chosen]
             live = ProjectionRunner(self.log, others, self.batch) if others else None
-            renewing = self._renewing(claim, progress)  # a long catch-up keeps the claim
+            renew = self._renewal(claim)  # a long build keeps the claim
+            renewing = self._renewing(renew, progress)
             reached = live.catch_up(progress=renewing) if live else None
             builder.catch_up(until=reached, progress=renewing)
-            builder.finish_catching_up()
+            builder.finish_catching_up(renew)
             self.backend.analyze_build(list(shadow.renames.values()))
             for attempt in range(SWAP_ATTEMPTS):
                 try:
@@ -605,29 +606,42 @@ class ProjectionRunner:
             (CLAIM, CLAIM_OWNER, CLAIM_PROCESS),
         )
 
-    def _renewing(self, token: int, progress: Progress | None) -> Progress:
-        """``progress``, renewing the rebuild claim as the build goes (at most once a
-        second, in a transaction of its own)."""
+    def _renewal(self, token: int) -> Callable[[], None]:
+        """A call that renews this build's claim as the build goes: at most once a
+        second, in a transaction of its own."""
         renewed = [time.monotonic()]
 
-        def report(name: str, position: int, head: int) -> None:
+        def renew() -> None:
             if time.monotonic() - renewed[0] >= 1.0:
                 with translated_errors(), self.backend.write(durable=False) as sql:
                     self._hold_claim(sql, token)
                 renewed[0] = time.monotonic()
+
+        return renew
+
+    @staticmethod
+    def _renewing(renew: Callable[[], None], progress: Progress | None) -> Progress:
+        """``progress``, renewing the rebuild's claim (``renew``) at each report."""
+
+        def report(name: str, position: int, head: int) -> None:
+            renew()
             if progress is not None:
                 progress(name, position, head)
 
         return report
 
-    def finish_catching_up(self) -> None:
+    def finish_catching_up(self, renew: Callable[[], None] | None = None) -> None:
         """In a shadow build that has caught up with the log: let each projection make
         the writes it put off (see :meth:`Projection.caught_up`), then create the
         indexes that only reads use (see :attr:`Projection.reader_indexes`); from here
-        on the build folds as the live projections do.
+        on the build folds as the live projections do. ``renew`` keeps the rebuild's
+        claim as the indexes are built.
 
         An index created over a full table sorts it once, where one kept up as the build
-        folds takes a probe at every insert (docs/performance.md has the figures)."""
+        folds takes a probe at every insert (docs/performance.md has the figures). Each
+        is built in a transaction of its own, and where a writer waiting for the lock
+        must be left its turn between two (SQLite, see ``Backend.writer_turn_seconds``)
+        the build pauses for it: a writer waits for one index at most."""
         if self.shadow is None or self.shadow.caught_up:
             return
         deferring = [p for p in self.projections if p.name in self.shadow.deferred]
@@ -635,8 +649,13 @@ class ProjectionRunner:
             with translated_errors(), self.backend.write(durable=False, bulk=True) as sql:
                 for projection in deferring:
                     projection.caught_up(self.shadow.wrap(sql))
-        with translated_errors():
-            self.backend.build_indexes(self.shadow.postponed_indexes())
+        for built, statement in enumerate(self.shadow.postponed_indexes()):
+            if built:
+                time.sleep(self.backend.writer_turn_seconds)
+            with translated_errors():
+                self.backend.build_index(statement)
+            if renew is not None:
+                renew()
         self.shadow.caught_up = True
 
     def _swap(

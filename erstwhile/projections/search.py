@@ -373,12 +373,13 @@ class SearchProjection(Projection):
     # brought the live index and position rowids, 3 the live index's upkeep; PostgreSQL
     # 3 brought the live table and each row's position, 5 documents in the words queries
     # are split into.
-    reader_indexes = (f"{FULL}_body", f"{LIVE}_body")  # PostgreSQL's GIN indexes
 
     def __init__(self, dialect: str) -> None:
         super().__init__(dialect)
         self.sqlite = dialect == "sqlite"
         self.tables = (FULL, LIVE, KEYS, UPKEEP, PENDING) if self.sqlite else (FULL, LIVE)
+        # PostgreSQL's GIN indexes (FTS5 tables have none of their own).
+        self.reader_indexes = () if self.sqlite else (f"{FULL}_body", f"{LIVE}_body")
         self.removals = 0
         """PostgreSQL: rows this process took out of the live table since it last
         vacuumed it (SQLite counts its removals in the database, see :func:`upkeep`)."""

@@ -120,7 +120,7 @@ def test_a_hard_forget_wipes_the_tables_of_a_rebuild_left_half_done(
     ledger = open_ledger(namespace="acme")
     secret = remember_secret(ledger)
 
-    def die(self: ProjectionRunner) -> None:
+    def die(self: ProjectionRunner, *args: Any) -> None:
         raise Interrupted
 
     with monkeypatch.context() as patch:

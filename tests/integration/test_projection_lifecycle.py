@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from erstwhile import Ledger, NotFound, State, StoreUnavailable
-from erstwhile.eventstore.backend import PassingSql
+from erstwhile.eventstore.backend import TAGGED, PassingSql
 from erstwhile.eventstore.sqlite import WAL_SIZE_LIMIT
 from erstwhile.projections import (
     MemoriesProjection,
@@ -238,6 +238,69 @@ def test_a_rebuild_leaves_each_index_once_under_its_own_name(open_ledger: OpenLe
     assert index_definitions(reopened) == before
     reopened.rebuild()
     assert index_definitions(open_ledger(namespace="acme")) == before
+
+
+def test_the_indexes_a_rebuild_builds_last_are_the_projections_own(
+    open_ledger: OpenLedger,
+) -> None:
+    """Every name in ``reader_indexes`` is an index its projection creates on this
+    backend: a misspelt one would be built as the build folds, gaining nothing."""
+    ledger = open_ledger(namespace="acme")
+    with ledger.log.backend.read() as sql:
+        created = {
+            TAGGED.sub(r"\1", name): table for name, table in ledger.log.backend.indexes(sql)
+        }
+    for projection in ledger.runner.projections:
+        for name in projection.reader_indexes:
+            assert created.get(name) in projection.tables, (projection.name, name)
+
+
+def test_a_rebuild_builds_the_indexes_only_reads_use_last_and_keeps_its_claim(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build folds without the indexes only reads use and builds them once it has
+    caught up, one at a time, renewing its claim as it goes (a long index build must
+    not let another process take the rebuild over); the swapped-in tables have them."""
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 20)
+    before = index_definitions(ledger)
+    postponed = {name for p in ledger.runner.projections for name in p.reader_indexes}
+    backend, steps = ledger.log.backend, []
+    build_index, renewal = type(backend).build_index, ProjectionRunner._renewal
+
+    def building(self: Any, statement: str) -> None:
+        with backend.read() as sql:
+            present = {TAGGED.sub(r"\1", name) for name, _ in backend.indexes(sql)
+                       if TAGGED.fullmatch(name)}  # fmt: skip
+        steps.append(("build", statement, frozenset(present & postponed)))
+        build_index(self, statement)
+
+    def recorded(self: ProjectionRunner, token: int) -> Any:
+        renew = renewal(self, token)
+
+        def renewing() -> None:
+            steps.append(("renew", "", frozenset()))
+            renew()
+
+        return renewing
+
+    monkeypatch.setattr(type(backend), "build_index", building)
+    monkeypatch.setattr(ProjectionRunner, "_renewal", recorded)
+    ledger.rebuild()
+    builds = [step for step in steps if step[0] == "build"]
+    assert {re.search(r"INDEX IF NOT EXISTS (\w+)_[0-9a-f]{8}", s)[1] for _, s, _ in builds} == (
+        postponed
+    )
+    assert (
+        [present for _, _, present in builds]
+        == [  # built one after the other
+            frozenset(re.search(r"EXISTS (\w+)_[0-9a-f]{8}", s)[1] for _, s, _ in builds[:n])
+            for n in range(len(builds))
+        ]
+    )
+    tail = steps[steps.index(builds[0]) :]
+    assert [kind for kind, _, _ in tail] == ["build", "renew"] * len(builds)
+    assert index_definitions(ledger) == before
 
 
 def test_opening_drops_the_second_copies_an_older_version_built(
@@ -628,8 +691,8 @@ def test_a_read_begun_before_a_swap_keeps_what_it_saw(
     written, snapshot_taken, swapping = [], threading.Event(), threading.Event()
     finish, hold = ProjectionRunner.finish_catching_up, ProjectionRunner._hold_claim
 
-    def then_a_write(self: ProjectionRunner) -> None:
-        finish(self)
+    def then_a_write(self: ProjectionRunner, *args: Any) -> None:
+        finish(self, *args)
         written.append(writer.remember("The office moved to Berlin", subject="office"))
         snapshot_taken.wait(timeout=10)
 
