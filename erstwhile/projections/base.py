@@ -641,7 +641,7 @@ class ProjectionRunner:
         folds takes a probe at every insert (docs/performance.md has the figures). Each
         is built in a transaction of its own, and where a writer waiting for the lock
         must be left its turn between two (SQLite, see ``Backend.writer_turn_seconds``)
-        the build pauses for it: a writer waits for one index at most."""
+        the build pauses for it, as between two of its batches."""
         if self.shadow is None or self.shadow.caught_up:
             return
         deferring = [p for p in self.projections if p.name in self.shadow.deferred]
