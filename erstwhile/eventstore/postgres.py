@@ -482,7 +482,7 @@ class PostgresBackend(Backend):
         """See :meth:`Backend.build_index`; without the write lock, since no write
         touches a build's tables but a hard forget: its wipe of them waits for the index
         being built (holding the write lock, so the writes behind it wait too), and its
-        scrub's VACUUM of them for every index left to build (see docs/forgetting.md)."""
+        scrub for the indexes built meanwhile (see docs/forgetting.md)."""
         with self._transaction(self._begin_build) as sql:
             sql.execute(statement)
 
