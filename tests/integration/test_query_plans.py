@@ -31,19 +31,35 @@ WALKS = re.compile(
 """A plan step that reads a projection table whole, or every row of a namespace."""
 
 
+def a_read(statement: str) -> bool:
+    return statement.lstrip().upper().startswith("SELECT")
+
+
 @contextmanager
-def explained(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, list[str]]]]:
-    """Record the plan of every statement the ledger runs on SQLite meanwhile."""
+def explained(
+    monkeypatch: pytest.MonkeyPatch, wanted: Callable[[str], bool] = a_read
+) -> Iterator[list[tuple[str, list[str]]]]:
+    """Record the plan of every statement the ledger runs on SQLite meanwhile that
+    ``wanted`` takes (its reads, unless told), one at a time or many (the first row's)."""
     plans: list[tuple[str, list[str]]] = []
-    execute = sqlite_store.SQLiteSql.execute
+    execute, executemany = sqlite_store.SQLiteSql.execute, sqlite_store.SQLiteSql.executemany
+
+    def explain(sql: Any, statement: str, params: Any) -> None:
+        if wanted(statement):
+            rows = sql.raw.connection.execute(f"EXPLAIN QUERY PLAN {statement}", params)
+            plans.append((" ".join(statement.split()), [row[3] for row in rows.fetchall()]))
 
     def explaining(self: Any, statement: str, params: Any = ()) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            rows = self.raw.connection.execute(f"EXPLAIN QUERY PLAN {statement}", params)
-            plans.append((" ".join(statement.split()), [row[3] for row in rows.fetchall()]))
+        explain(self, statement, params)
         execute(self, statement, params)
 
+    def explaining_many(self: Any, statement: str, rows: Any) -> None:
+        if rows:
+            explain(self, statement, rows[0])
+        executemany(self, statement, rows)
+
     monkeypatch.setattr(sqlite_store.SQLiteSql, "execute", explaining)
+    monkeypatch.setattr(sqlite_store.SQLiteSql, "executemany", explaining_many)
     yield plans
 
 
@@ -197,10 +213,8 @@ def test_a_write_never_walks_the_namespace(
 def explained_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, list[str]]]]:
     """Record the plan of every statement the projections' folds run on SQLite
     meanwhile, writes included (an ``UPDATE`` finds its rows as a ``SELECT`` does)."""
-    plans: list[tuple[str, list[str]]] = []
     folding = [False]
     fold = ProjectionRunner._fold
-    execute, executemany = sqlite_store.SQLiteSql.execute, sqlite_store.SQLiteSql.executemany
 
     def marked(self: Any, *args: Any) -> int:
         folding[0] = True
@@ -209,24 +223,9 @@ def explained_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str,
         finally:
             folding[0] = False
 
-    def explain(sql: Any, statement: str, params: Any) -> None:
-        if folding[0]:
-            rows = sql.raw.connection.execute(f"EXPLAIN QUERY PLAN {statement}", params)
-            plans.append((" ".join(statement.split()), [row[3] for row in rows.fetchall()]))
-
-    def explaining(self: Any, statement: str, params: Any = ()) -> None:
-        explain(self, statement, params)
-        execute(self, statement, params)
-
-    def explaining_many(self: Any, statement: str, rows: Any) -> None:
-        if rows:
-            explain(self, statement, rows[0])
-        executemany(self, statement, rows)
-
     monkeypatch.setattr(ProjectionRunner, "_fold", marked)
-    monkeypatch.setattr(sqlite_store.SQLiteSql, "execute", explaining)
-    monkeypatch.setattr(sqlite_store.SQLiteSql, "executemany", explaining_many)
-    yield plans
+    with explained(monkeypatch, wanted=lambda _: folding[0]) as plans:
+        yield plans
 
 
 FOLDED_WRITES = {
