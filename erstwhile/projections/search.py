@@ -81,6 +81,15 @@ MERGE_PENDING_ROWS = 64
 merges them. Merging costs about 0.12 ms of server time however few rows wait (for one
 ``remember``, 45% of the server's work), and a search scans what waits (about 2 µs a
 row): a batch of 64 or more merges at once, a single ``remember`` once in 64."""
+INSERT_FULL_ROWS = (
+    f"INSERT INTO {FULL} (memory_id, position, body) "
+    "SELECT r->>0, (r->>1)::bigint, to_tsvector('english', r->>2) "
+    "FROM jsonb_array_elements(?::jsonb) AS r"
+)
+"""PostgreSQL: a fold's rows of the full index, as one statement with the rows in one
+JSON array. A statement per row (in one pipeline) cost the server 31.5 µs a memory in
+bulk writes, against 22 for this, and the client 16 µs more: psycopg's pipeline handles
+each statement's result on its own."""
 MEMORY_ROWS = "memories m JOIN memory_versions v ON v.memory_id = m.id"
 INSERT_KEY = f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)"
 INSERT_FULL = f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)"
@@ -434,6 +443,7 @@ class SearchProjection(Projection):
         the clock alone. The live index's writes are gathered as :class:`LiveWrites`."""
         buffered = BufferedSql(sql)
         live = self._live_writes(sql)
+        full: list[tuple[str, int, str]] = []  # PostgreSQL: the full index's rows
         indexed = 0
         for record, event in batch:
             memory_id = record.memory_key
@@ -441,17 +451,20 @@ class SearchProjection(Projection):
                 if not event.erased:
                     indexed += 1
                     text = indexed_text(document(event), fold=not self.sqlite)
-                    self._index(buffered, record.position, memory_id, text)
+                    if self.sqlite:
+                        self._index(buffered, record.position, memory_id, text)
+                    else:
+                        full.append((memory_id, record.position, text))
                     if end_to_micros(event.valid_until) > record.recorded_micros:
                         live.add(memory_id, record.position, text)
             elif isinstance(event, Forgotten) and event.hard:
-                self._write_live(live, buffered)
+                self._write_live(live, buffered, full)
                 self.erase(buffered, memory_id, record.recorded_micros)
             elif isinstance(event, Archived | Forgotten) or (
                 isinstance(event, Superseded) and to_micros(event.at) <= record.recorded_micros
             ):
                 live.remove(memory_id)
-        self._write_live(live, buffered)
+        self._write_live(live, buffered, full)
         if indexed and not self.sqlite:
             self._merge_pending(buffered, indexed)
         buffered.flush()
@@ -493,9 +506,15 @@ class SearchProjection(Projection):
             sql.execute(MERGE_PENDING)
             self.pending = 0
 
-    def _write_live(self, live: LiveWrites, sql: BufferedSql) -> None:
+    def _write_live(
+        self, live: LiveWrites, sql: BufferedSql, full: list[tuple[str, int, str]]
+    ) -> None:
         """Make the live index's writes gathered so far (on PostgreSQL after the full
-        table's, which the live table copies), counting PostgreSQL's removals."""
+        table's, ``full``, which the live table copies: written here, and emptied),
+        counting PostgreSQL's removals."""
+        if full:
+            sql.execute(INSERT_FULL_ROWS, (orjson.dumps(full).decode(),))
+            full.clear()
         if not self.sqlite:
             sql.flush()  # the full table's rows first: the live table copies them
         removed = live.write(sql)
@@ -514,13 +533,8 @@ class SearchProjection(Projection):
         self.vacuum_budget = max(UPKEEP_FLOOR, backend.vacuum(LIVE) // UPKEEP_SHARE)
 
     def _index(self, sql: Sql, position: int, memory_id: str, text: str) -> None:
-        if not self.sqlite:
-            sql.execute(
-                f"INSERT INTO {FULL} (memory_id, position, body) "
-                "VALUES (?, ?, to_tsvector('english', ?))",
-                (memory_id, position, text),
-            )
-            return
+        """SQLite: a memory's rows in the full index and the keys (PostgreSQL's go in
+        one statement per fold: :data:`INSERT_FULL_ROWS`)."""
         sql.execute(INSERT_KEY, (memory_id, position))
         sql.execute(INSERT_FULL, (position, text))
 
