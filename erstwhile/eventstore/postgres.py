@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
+from weakref import WeakKeyDictionary
 
+import orjson
 import psycopg
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
@@ -157,17 +159,29 @@ PLAIN_INSERT = re.compile(
     r"\s*INSERT\s+INTO\s+(\S+)\s*\(([^)]*)\)\s*VALUES\s*\(\s*%s(?:\s*,\s*%s)*\s*\)\s*",
     re.IGNORECASE,
 )
-"""An INSERT of one row of plain parameters, which COPY can do for many rows."""
+"""An INSERT of one row of plain parameters, which one statement can do for many rows
+(:data:`ROWS_AS_JSON`)."""
 
 BLIND_WRITE = re.compile(
     r"\s*(?:INSERT|UPDATE|DELETE)\b(?!.*\bRETURNING\b)", re.IGNORECASE | re.DOTALL
 )
 """A statement whose result nobody fetches; any other gets a cursor of its own."""
 
-COPY_FROM = 16
-"""How many rows an INSERT of plain parameters needs before it goes as a COPY: COPY
-costs a round trip more than a pipelined ``executemany``, and saves the server planning
-and executing a statement per row (and the client sending one): 35 µs a row."""
+ROWS_AS_JSON = 2
+"""How many rows an INSERT of plain parameters needs before they go as one statement,
+its rows one JSON array (:meth:`PostgresSql.run_many`)."""
+COLUMN_TYPES = (
+    "SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute "
+    "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
+)
+
+
+def json_value(value: Any) -> str:
+    """The JSON text of a parameter orjson has no form for: bytes, as ``bytea``'s hex
+    input."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "\\x" + bytes(value).hex()
+    raise TypeError(f"no JSON form for a {type(value).__name__} parameter")
 
 
 class PostgresSql:
@@ -179,13 +193,15 @@ class PostgresSql:
     UPDATE or DELETE gets a cursor of its own: psycopg hands each result to the cursor
     that sent the statement, as it arrives, so a write's late result would take the place
     of a read's on a shared one.
-    ``executemany`` of one row is a plain execute, and of many rows of a plain INSERT a
-    COPY (which leaves the pipeline for as long as it runs: COPY has no pipeline mode).
+    ``executemany`` of one row is a plain execute, and of many rows of a plain INSERT one
+    statement taking them all (:meth:`run_many`).
     """
 
     _statements: dict[str, str] = {}
     _fetched: dict[str, bool] = {}
-    _copies: dict[str, Composed | None] = {}
+    _as_json: WeakKeyDictionary[Connection[Any], dict[str, str | None]] = WeakKeyDictionary()
+    """Per connection (whose schema names the tables), each plain INSERT's statement that
+    takes its rows as one JSON array; None for any other statement."""
 
     def __init__(self, cursor: Cursor[DictRow]) -> None:
         self.raw = cursor
@@ -254,29 +270,42 @@ class PostgresSql:
         return list(self._read.fetchall())
 
     def run_many(self, query: str | Composed, rows: Sequence[Sequence[Any]]) -> None:
-        """Execute a psycopg query (``%s`` placeholders) once per row."""
+        """Execute a psycopg query (``%s`` placeholders) once per row.
+
+        The rows of a plain INSERT go as one statement, their values one JSON array the
+        server casts to the table's column types, sent down the pipeline like any other
+        write: the server inserts them while the client goes on folding. A COPY would
+        leave the pipeline, and wait for the server, every time; and psycopg formats a
+        COPY's rows (4.6 µs a row of ``memories``) slower than orjson serializes them
+        (1.6 µs)."""
         if len(rows) == 1:
             self.raw.execute(query, rows[0])
-        elif len(rows) >= COPY_FROM and (copy := self._copy_of(query)) is not None:
-            self.end_pipeline()
-            with self.raw.copy(copy) as loading:
-                for row in rows:
-                    loading.write_row(row)
-            self.start_pipeline()
+        elif len(rows) >= ROWS_AS_JSON and (insert := self._as_json_of(query)) is not None:
+            self.raw.execute(insert, (orjson.dumps(rows, default=json_value).decode(),))
         elif rows:
             self.raw.executemany(query, rows)
 
-    def _copy_of(self, query: str | Composed) -> Composed | None:
-        """The COPY that loads the rows of a plain INSERT; None for any other statement."""
+    def _as_json_of(self, query: str | Composed) -> str | None:
+        """The statement that inserts a plain INSERT's rows given as one JSON array of
+        rows; None for any other statement. The column types are read from the catalog
+        once per connection and statement."""
+        known = self._as_json.setdefault(self.raw.connection, {})
         text = query if isinstance(query, str) else query.as_string(self.raw)
-        if text not in self._copies:
+        if text not in known:
             match = PLAIN_INSERT.fullmatch(text)
-            self._copies[text] = (
-                SQL("COPY {0} ({1}) FROM STDIN").format(SQL(match[1]), SQL(match[2]))
-                if match
-                else None
-            )
-        return self._copies[text]
+            known[text] = None if match is None else self._insert_from_json(match[1], match[2])
+        return known[text]
+
+    def _insert_from_json(self, table: str, columns: str) -> str:
+        reader = self.raw.connection.cursor()  # not :meth:`reader`: a read may be pending
+        reader.execute(COLUMN_TYPES, (table,))
+        types = {row["name"]: row["type"] for row in reader.fetchall()}
+        names = [name.strip().strip('"') for name in columns.split(",")]
+        values = ", ".join(f"(r->>{i})::{types[name]}" for i, name in enumerate(names))
+        return (
+            f"INSERT INTO {table} ({columns}) SELECT {values} "
+            "FROM jsonb_array_elements(%s::jsonb) AS r"
+        )
 
 
 def own(sql: Sql) -> PostgresSql:

@@ -2,19 +2,22 @@
 behind, wherever the driver reports the failure, and the connection serves on.
 
 PostgreSQL sends a transaction's writes in pipeline mode, so a failing INSERT is only
-reported at the next read or at the COMMIT; COPY (for 16 rows or more) leaves the
-pipeline while it runs. Both must still roll back every write of the transaction.
+reported at the next read or at the COMMIT, and many rows of a plain INSERT go as one
+statement taking them as JSON. Both must still roll back every write of the transaction,
+and the rows must arrive exactly as given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
 
 import pytest
 
 from erstwhile import ConcurrencyConflict
-from erstwhile.eventstore import Backend, open_backend, translated_errors
+from erstwhile.eventstore import Backend, Sql, open_backend, translated_errors
 
 CLAIM = (
     "INSERT INTO erstwhile_idempotency (namespace, idempotency_key, fingerprint, memory_id) "
@@ -137,3 +140,60 @@ def test_a_read_sent_ahead_answers_the_same_read_later(backend: Backend) -> None
         sql.execute(KEY_OF, ("d",))
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["d"]
     assert claims(backend) == ["a", "b", "d"]
+
+
+TYPED = (
+    "CREATE TABLE typed_rows (n INTEGER NOT NULL, t TEXT, b BIGINT, f DOUBLE PRECISION, "
+    "y {blob}, u {uuid})"
+)
+TYPED_ROW = "INSERT INTO typed_rows (n, t, b, f, y, u) VALUES (?, ?, ?, ?, ?, ?)"
+ROW_ID = UUID("01a22a78-0000-7000-8000-0000000000ff")
+
+
+def typed_rows(postgres: bool) -> list[tuple[Any, ...]]:
+    """Rows of every kind of value the ledger writes, with the awkward ones of each."""
+    texts = ['quote " and \\ backslash', '{"json": [1]}', "naïve café ✓ 𝄞", "", None, "\\x41"]
+    numbers = [2**63 - 1, -(2**63), 0, None, 1_767_225_600_000_000, 9_007_199_254_740_993]
+    floats = [0.1, 1 / 3, 1e-300, 0.0, None, 0.9999999999999999]
+    blobs = [bytes(range(256)), b"", b"\\x00", None, b"\x00" * 3, "é".encode()]
+    uuid = ROW_ID if postgres else str(ROW_ID)
+    uuids = [uuid, None, uuid, uuid, None, uuid]
+    return [
+        (n, *values)
+        for n, values in enumerate(zip(texts, numbers, floats, blobs, uuids, strict=True))
+    ]
+
+
+def create_typed_rows(sql: Sql, postgres: bool) -> None:
+    sql.execute(TYPED.format(blob="BYTEA" if postgres else "BLOB",
+                             uuid="UUID" if postgres else "TEXT"))  # fmt: skip
+
+
+def test_many_rows_arrive_exactly_as_given(backend: Backend) -> None:
+    postgres = backend.dialect == "postgresql"
+    rows = typed_rows(postgres)
+    more = [(n + 10, *rest) for n, *rest in rows[:2]]
+    with backend.write() as sql:
+        create_typed_rows(sql, postgres)
+        sql.executemany(TYPED_ROW, rows)
+        sql.executemany(TYPED_ROW, more)  # the statement a second time
+    with backend.read() as sql:
+        sql.execute("SELECT n, t, b, f, y, u FROM typed_rows ORDER BY n")
+        stored = [tuple(r[column] for column in "ntbfyu") for r in sql.fetchall()]
+    assert [(*r[:4], None if r[4] is None else bytes(r[4]), r[5]) for r in stored] == rows + more
+
+
+@pytest.mark.postgres
+def test_a_read_sent_before_many_rows_go_in_still_answers_after_them(postgres_url: str) -> None:
+    """PostgreSQL: a pipelined read is fetched after later writes, and the first many-row
+    INSERT into a table reads the table's column types on the way."""
+    backend = open_backend(postgres_url)
+    try:
+        with backend.write() as sql:
+            create_typed_rows(sql, postgres=True)
+            sql.execute(CLAIM, row("a"))
+            sql.execute(KEY_OF, ("a",))
+            sql.executemany(TYPED_ROW, typed_rows(postgres=True))
+            assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
+    finally:
+        backend.close()
