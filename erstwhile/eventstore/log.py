@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any, NamedTuple
 from uuid import UUID
 
@@ -127,6 +128,11 @@ APPEND_GAP = 2 * ONE_MICROSECOND
 """The least an append starts after the one before it ends: one microsecond more than
 between two events of one append, so that an append's end can be told from the stamps
 alone (see :meth:`EventLog.rest_of_append`), even when the clock stands still."""
+
+EVENTS_PER_INSERT = 100
+"""An append stamps its events (encodes, seals and chains them) and inserts them this
+many at a time: on PostgreSQL the server stores each part while the client stamps the
+next, instead of waiting idle, holding the write lock, for the whole batch's stamps."""
 
 
 def _same_append(last: RecordedEvent, record: RecordedEvent) -> bool:
@@ -321,12 +327,15 @@ class EventLog:
             keys: dict[UUID, bytes] = {}
             built = build(start)
             _check_clock(now, len(built))
-            events = self._stamp(built, tip, start, actor, namespace, keys)
-            if not events:
+            if not built:
                 return AppendResult()
-            if keys:
-                admit()
-            self.backend.insert_events(sql, events)
+            if any(isinstance(event, Asserted) for event in built):
+                admit()  # each assertion brings a key
+            stamping = self._stamp(built, tip, start, actor, namespace, keys)
+            events: list[RecordedEvent] = []
+            while part := list(islice(stamping, EVENTS_PER_INSERT)):
+                self.backend.insert_events(sql, part)
+                events += part
             self.keyring.store(sql, ((i, namespace, k) for i, k in keys.items()))
             self.keyring.destroy(sql, erase)
             self._erase_claims(sql, erase)
@@ -345,8 +354,7 @@ class EventLog:
         actor: str,
         namespace: str,
         keys: dict[UUID, bytes],
-    ) -> list[RecordedEvent]:
-        stamped: list[RecordedEvent] = []
+    ) -> Iterator[RecordedEvent]:
         previous, first = tip.hash, to_micros(start)
         for offset, event in enumerate(domain_events):
             key = None
@@ -370,8 +378,7 @@ class EventLog:
             # The hash covers everything but itself: set on the record itself, which
             # nothing else holds yet, instead of on a copy.
             record.hash = previous = chain_hash(previous, record)
-            stamped.append(record)
-        return stamped
+            yield record
 
     def position_at(self, sql: Sql, instant: datetime) -> int:
         """Return the position of the last event recorded at or before ``instant`` (0

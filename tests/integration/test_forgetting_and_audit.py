@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -34,6 +35,7 @@ from erstwhile import (
 )
 from erstwhile.domain.views import VerifyReport
 from erstwhile.domain.writes import WritePlan
+from erstwhile.eventstore.log import EVENTS_PER_INSERT
 from erstwhile.ledger.audit import IMPORT_BATCH
 from erstwhile.projections.base import ProjectionRunner
 from tests.conftest import ManualClock, OpenLedger, event_count
@@ -1533,3 +1535,23 @@ def test_a_row_of_the_wrong_type_is_a_clear_error_that_changes_nothing(
     assert list(scratch.iterdir()) == []
     assert ledger.verify().first_break == 1
     ledger.close()
+
+
+def test_an_append_inserted_a_part_at_a_time_chains_and_opens_as_one(ledger: Ledger) -> None:
+    """An append stamps and inserts its events a part at a time: the parts chain on one
+    another at consecutive positions and instants, and every memory opens with its own
+    key, as if the batch had gone in at once."""
+    count = 2 * EVENTS_PER_INSERT + 17
+    older = ledger.remember(content="the first note", kind="note")
+    made = ledger.remember_many(
+        [{"content": "the first note, revised", "kind": "note", "supersedes": [older.id]}]
+        + [{"content": f"note {n}", "kind": "note"} for n in range(1, count)]
+    )
+    appended = list(ledger.events(after=1))
+    assert [e.position for e in appended] == list(range(2, count + 3))  # with the supersession
+    steps = {b.recorded_at - a.recorded_at for a, b in pairwise(appended)}
+    assert steps == {timedelta(microseconds=1)}
+    assert ledger.verify() == VerifyReport(ok=True, checked=count + 2)
+    assert [ledger.get(m.id).content for m in made] == ["the first note, revised"] + [
+        f"note {n}" for n in range(1, count)
+    ]
