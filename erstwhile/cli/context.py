@@ -65,8 +65,10 @@ def open_ledger(
 @contextmanager
 def first_write(ctx: typer.Context) -> Iterator[Ledger]:
     """Open the ledger for a command that may be its store's first write (``remember``,
-    ``import``), creating the store if need be. Should the command be refused, the store
-    it created stays, empty: another process may have opened it meanwhile and written
+    ``import``), creating the store if need be (``remember`` checks its input before:
+    bad input makes no store). Should the command be refused once the store is open
+    (an id a new store cannot know, a file that is no export), the store it created
+    stays, empty: another process may have opened it meanwhile and written
     to it, or be about to (removing a SQLite file another connection has open loses
     what that connection writes next, while it is told its write was stored). Reads
     refuse a store whose log holds no event all the same (see :meth:`Settings.open`)."""

@@ -34,6 +34,7 @@ from erstwhile.cli.params import (
     parse_policy,
     time_option,
 )
+from erstwhile.domain.writes import WritePlan
 from erstwhile.ledger import Policy
 
 Content = Annotated[
@@ -80,6 +81,8 @@ def remember(
     """Remember a claim: assert a new memory, optionally superseding others."""
     fields = given(**locals())  # each option is named as the ledger's argument it feeds
     del fields["ctx"], fields["content"]
+    # Input the ledger would refuse is refused before a store is made for it.
+    WritePlan.parse({"content": content, **fields})
     with first_write(ctx) as ledger:
         memory = ledger.remember(content, **fields)
     show_memory(settings(ctx).json, "Remembered", memory)

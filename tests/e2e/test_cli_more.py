@@ -268,14 +268,23 @@ def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
             assert failed_cleanly(result, 1), result
             assert f"no store at {path}:" in result.stderr
         assert list(tmp_path.iterdir()) == []
-    # A first write refused (bad input, an id it cannot know, a file that is no export)
-    # leaves its empty store (another process may be using it), which reads refuse.
+    # Bad input to remember is refused before a store is made for it.
+    bad = run_all(tmp_path, ["--db", "typo.db", "remember", ""],
+                  ["--db", "typo.db", "remember", "x", "--confidence", "7"],
+                  ["--db", "typo.db", "remember", "x", "--valid-from", "2026-03-02",
+                   "--valid-until", "2026-03-01"])  # fmt: skip
+    assert all(failed_cleanly(result, 1) for result in bad), bad
+    assert "content must not be empty" in bad[0].stderr
+    assert "confidence must be between 0 and 1" in bad[1].stderr
+    assert list(tmp_path.iterdir()) == []
+    # A first write refused once the store is open (an id it cannot know, a file that is
+    # no export) leaves its empty store (another process may be using it), which reads
+    # refuse.
     (tmp_path / "garbage.jsonl").write_text("garbage\n")
-    refused = run_all(tmp_path, ["--db", "typo.db", "remember", ""],
-                      ["--db", "typo2.db", "remember", "x", "--supersedes", UNKNOWN_ID],
+    refused = run_all(tmp_path, ["--db", "typo2.db", "remember", "x", "--supersedes", UNKNOWN_ID],
                       ["--db", "typo3.db", "import", "garbage.jsonl"])  # fmt: skip
-    assert [r.code for r in refused] == [1, 1, 1], refused
-    for db in ("typo.db", "typo2.db", "typo3.db"):
+    assert [r.code for r in refused] == [1, 1], refused
+    for db in ("typo2.db", "typo3.db"):
         read = run(tmp_path, "--db", db, "facts", "team")
         assert failed_cleanly(read, 1) and f"no store at {db}: no events" in read.stderr
     (tmp_path / "garbage.jsonl").unlink()
