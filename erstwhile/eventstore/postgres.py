@@ -171,17 +171,40 @@ ROWS_AS_JSON = 2
 """How many rows an INSERT of plain parameters needs before they go as one statement,
 its rows one JSON array (:meth:`PostgresSql.run_many`)."""
 COLUMN_TYPES = (
-    "SELECT attname AS name, format_type(atttypid, atttypmod) AS type FROM pg_attribute "
+    "SELECT attname AS name, format_type(atttypid, NULL) AS type FROM pg_attribute "
     "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
 )
+"""A table's column types, without their modifiers (a cast to ``varchar(n)`` would cut a
+longer value short, where the column itself refuses it)."""
+JSON_ARRAY_BYTES = 32 * 1024 * 1024
+"""The most bytes one statement's JSON array of rows takes: a ``jsonb`` value holds at
+most 256 MB, and an import's batch of 1,000 events of the largest memories would pass
+that (each payload about 374 KB as hex)."""
+JSON_ROWS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+"""Values orjson would write in a form of its own choosing (instants, subclasses of
+``str`` and ``int``) go to :func:`json_value`, which refuses them. A ``str`` enum goes
+as its value, as psycopg sends it."""
 
 
 def json_value(value: Any) -> str:
     """The JSON text of a parameter orjson has no form for: bytes, as ``bytea``'s hex
-    input."""
+    input. Anything else is refused: the rows of a plain INSERT hold text, numbers,
+    bytes, UUIDs and NULLs."""
     if isinstance(value, bytes | bytearray | memoryview):
         return "\\x" + bytes(value).hex()
     raise TypeError(f"no JSON form for a {type(value).__name__} parameter")
+
+
+def json_arrays(rows: Sequence[Sequence[Any]]) -> Iterator[str]:
+    """The rows as JSON arrays of at most :data:`JSON_ARRAY_BYTES` each: all of them in
+    one, or halved until each part fits."""
+    encoded = orjson.dumps(rows, default=json_value, option=JSON_ROWS)
+    if len(encoded) <= JSON_ARRAY_BYTES or len(rows) == 1:
+        yield encoded.decode()
+        return
+    half = len(rows) // 2
+    yield from json_arrays(rows[:half])
+    yield from json_arrays(rows[half:])
 
 
 class PostgresSql:
@@ -201,7 +224,10 @@ class PostgresSql:
     _fetched: dict[str, bool] = {}
     _as_json: WeakKeyDictionary[Connection[Any], dict[str, str | None]] = WeakKeyDictionary()
     """Per connection (whose schema names the tables), each plain INSERT's statement that
-    takes its rows as one JSON array; None for any other statement."""
+    takes its rows as one JSON array; None for any other statement. A statement keeps
+    the column types its connection first read: a table replaced by one whose columns
+    have other types (a new version's rebuild, run by a newer process) needs the process
+    restarted, as its reads do (docs/decisions.md)."""
 
     def __init__(self, cursor: Cursor[DictRow]) -> None:
         self.raw = cursor
@@ -272,16 +298,18 @@ class PostgresSql:
     def run_many(self, query: str | Composed, rows: Sequence[Sequence[Any]]) -> None:
         """Execute a psycopg query (``%s`` placeholders) once per row.
 
-        The rows of a plain INSERT go as one statement, their values one JSON array the
-        server casts to the table's column types, sent down the pipeline like any other
-        write: the server inserts them while the client goes on folding. A COPY would
-        leave the pipeline, and wait for the server, every time; and psycopg formats a
-        COPY's rows (4.6 µs a row of ``memories``) slower than orjson serializes them
-        (1.6 µs)."""
+        The rows of a plain INSERT (every value a parameter) go as one statement, their
+        values one JSON array (:func:`json_arrays`) the server casts to the table's
+        column types, sent down the pipeline like any other write: the server inserts
+        them while the client goes on folding (only a connection's first such INSERT
+        into a table waits, for the column types). A COPY would leave the pipeline, and
+        wait for the server, every time; and psycopg formats a COPY's rows (3.8 to 4.6
+        µs a row of ``memories``) slower than orjson serializes them (1.5 to 1.8)."""
         if len(rows) == 1:
             self.raw.execute(query, rows[0])
         elif len(rows) >= ROWS_AS_JSON and (insert := self._as_json_of(query)) is not None:
-            self.raw.execute(insert, (orjson.dumps(rows, default=json_value).decode(),))
+            for array in json_arrays(rows):
+                self.raw.execute(insert, (array,))
         elif rows:
             self.raw.executemany(query, rows)
 

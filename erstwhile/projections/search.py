@@ -29,6 +29,7 @@ from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, 
 from erstwhile.domain.time import end_to_micros, to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.eventstore.backend import Backend
+from erstwhile.eventstore.postgres import json_arrays
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import ShadowSql
@@ -513,7 +514,8 @@ class SearchProjection(Projection):
         table's, ``full``, which the live table copies: written here, and emptied),
         counting PostgreSQL's removals."""
         if full:
-            sql.execute(INSERT_FULL_ROWS, (orjson.dumps(full).decode(),))
+            for array in json_arrays(full):
+                sql.execute(INSERT_FULL_ROWS, (array,))
             full.clear()
         if not self.sqlite:
             sql.flush()  # the full table's rows first: the live table copies them

@@ -231,8 +231,10 @@ def test_a_write_returns_values_as_they_read_back(ledger: Ledger) -> None:
 
 
 def test_a_large_batch_stores_every_character_as_given(ledger: Ledger) -> None:
-    """A batch large enough to be loaded in bulk (COPY on PostgreSQL, whose text format
-    escapes tabs, newlines, backslashes and its NULL marker) reads back unchanged."""
+    """A batch large enough to be loaded in bulk (on PostgreSQL one statement whose rows
+    are one JSON array, which escapes quotes, backslashes and control characters; COPY's
+    text format, used before, escaped tabs, newlines, backslashes and its NULL marker)
+    reads back unchanged."""
     awkward = ["tab\there", "line\nbreak\r\n", "back\\slash \\N", "\\.", "quote ' \"",
                "ünïcødé ✓ 日本", "", "  padded  ", "semi; colon, comma|pipe"]  # fmt: skip
     made = ledger.remember_many(

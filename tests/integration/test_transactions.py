@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import orjson
 import pytest
 
-from erstwhile import ConcurrencyConflict
-from erstwhile.eventstore import Backend, Sql, open_backend, translated_errors
+from erstwhile import ConcurrencyConflict, Kind
+from erstwhile.eventstore import Backend, Sql, open_backend, postgres, translated_errors
 
 CLAIM = (
     "INSERT INTO erstwhile_idempotency (namespace, idempotency_key, fingerprint, memory_id) "
@@ -197,3 +199,38 @@ def test_a_read_sent_before_many_rows_go_in_still_answers_after_them(postgres_ur
             assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
     finally:
         backend.close()
+
+
+@pytest.mark.postgres
+def test_rows_past_one_arrays_size_go_in_parts_and_all_arrive(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: a ``jsonb`` value holds at most 256 MB, so rows whose JSON would pass
+    ``JSON_ARRAY_BYTES`` go as several statements (halved until each part fits)."""
+    monkeypatch.setattr(postgres, "JSON_ARRAY_BYTES", 2_000)
+    rows = [(n, "x" * 90 + str(n), n, 0.5, bytes([n]), ROW_ID) for n in range(60)]
+    parts = list(postgres.json_arrays(rows))
+    assert len(parts) > 4 and all(len(part.encode()) <= 2_000 for part in parts)
+    assert [row for part in parts for row in orjson.loads(part)] == orjson.loads(
+        orjson.dumps(rows, default=postgres.json_value)
+    )
+    backend = open_backend(postgres_url)
+    try:
+        with backend.write() as sql:
+            create_typed_rows(sql, postgres=True)
+            sql.executemany(TYPED_ROW, rows)
+        with backend.read() as sql:
+            sql.execute("SELECT n, t, b, f, y, u FROM typed_rows ORDER BY n")
+            stored = [tuple(r[column] for column in "ntbfyu") for r in sql.fetchall()]
+    finally:
+        backend.close()
+    assert [(*r[:4], bytes(r[4]), r[5]) for r in stored] == rows
+
+
+def test_a_value_json_would_spell_its_own_way_is_refused() -> None:
+    """An instant in the rows of a plain INSERT would be written in orjson's spelling,
+    not the driver's: refused instead (no caller passes one). A ``str`` enum goes as its
+    value, as psycopg sends it."""
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        list(postgres.json_arrays([(1, datetime(2026, 1, 1, tzinfo=UTC))]))
+    assert list(postgres.json_arrays([(1, Kind.FACT)])) == ['[[1,"fact"]]']
