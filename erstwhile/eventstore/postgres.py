@@ -170,6 +170,10 @@ BLIND_WRITE = re.compile(
 ROWS_AS_JSON = 2
 """How many rows an INSERT of plain parameters needs before they go as one statement,
 its rows one JSON array (:meth:`PostgresSql.run_many`)."""
+HELD_AT_MOST = 8
+"""How many one-row plain INSERTs one statement takes (:meth:`PostgresSql.send_held`): a
+``remember`` holds five at most in a row; a long run of them, one statement of hundreds
+of ``WITH`` queries, would cost more to plan than it saves."""
 COLUMN_TYPES = (
     "SELECT attname AS name, format_type(atttypid, NULL) AS type FROM pg_attribute "
     "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
@@ -222,6 +226,7 @@ class PostgresSql:
 
     _statements: dict[str, str] = {}
     _fetched: dict[str, bool] = {}
+    _plain: dict[str, bool] = {}
     _as_json: WeakKeyDictionary[Connection[Any], dict[str, str | None]] = WeakKeyDictionary()
     """Per connection (whose schema names the tables), each plain INSERT's statement that
     takes its rows as one JSON array; None for any other statement. A statement keeps
@@ -238,6 +243,8 @@ class PostgresSql:
         self._read = cursor
         self._early: dict[tuple[str, tuple[Any, ...]], Cursor[DictRow]] = {}
         """Reads sent ahead by :meth:`prefetch`, by statement and parameters."""
+        self._held: list[tuple[str, Sequence[Any]]] = []
+        """One-row plain INSERTs not yet sent (see :meth:`send_held`)."""
 
     def reader(self) -> Cursor[DictRow]:
         """A new cursor for a statement whose rows will be fetched."""
@@ -264,10 +271,47 @@ class PostgresSql:
         if self._early and (early := self._take_early(statement, params)) is not None:
             self._read = early
             return
+        converted = self._convert(statement)
+        if self._holds(converted):
+            self._hold(converted, params)
+            return
         fetched = self._fetched.get(statement)
         if fetched is None:
             fetched = self._fetched[statement] = not BLIND_WRITE.match(statement)
-        (self.reader() if fetched else self.raw).execute(self._convert(statement), params)
+        self.send_held()
+        (self.reader() if fetched else self.raw).execute(converted, params)
+
+    def _holds(self, query: str) -> bool:
+        """Whether a statement is a one-row plain INSERT, held back until the next
+        statement of another kind (:meth:`send_held`)."""
+        plain = self._plain.get(query)
+        if plain is None:
+            plain = self._plain[query] = PLAIN_INSERT.fullmatch(query) is not None
+        return plain
+
+    def _hold(self, query: str, params: Sequence[Any]) -> None:
+        self._held.append((query, params))
+        if len(self._held) >= HELD_AT_MOST:
+            self.send_held()
+
+    def send_held(self) -> None:
+        """Send the one-row plain INSERTs held back since the last statement sent, as one
+        statement: the first ones as data-modifying ``WITH`` queries of the last.
+        psycopg handles each statement of a pipeline, and its result, on its own, the
+        largest share of a ``remember``'s client work; a ``remember`` of a new subject
+        sends its event and key as one statement, its write count, memory and version as
+        another (14 statements instead of 17). Plain INSERTs read nothing, so one
+        snapshot for them all changes nothing; any other statement, a read sent ahead, a
+        fetch and the COMMIT send them first."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        if len(held) == 1:
+            self.raw.execute(*held[0])
+            return
+        *first, (last, _) = held
+        queries = ", ".join(f"w{n} AS ({query})" for n, (query, _) in enumerate(first))
+        self.raw.execute(f"WITH {queries} {last}", [p for _, params in held for p in params])
 
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         """Send a read now, on a cursor of its own, and answer the ``execute`` of the
@@ -276,6 +320,7 @@ class PostgresSql:
         key = (statement, tuple(params))
         if key in self._early:
             return
+        self.send_held()
         cursor = self.raw.connection.cursor()
         cursor.execute(self._convert(statement), params)
         self._early[key] = cursor
@@ -290,9 +335,11 @@ class PostgresSql:
         self.run_many(self._convert(statement), rows)
 
     def fetchone(self) -> Any:
+        self.send_held()  # with the wait the fetch begins anyway
         return self._read.fetchone()
 
     def fetchall(self) -> list[Any]:
+        self.send_held()
         return list(self._read.fetchall())
 
     def run_many(self, query: str | Composed, rows: Sequence[Sequence[Any]]) -> None:
@@ -305,6 +352,12 @@ class PostgresSql:
         into a table waits, for the column types). A COPY would leave the pipeline, and
         wait for the server, every time; and psycopg formats a COPY's rows (3.8 to 4.6
         µs a row of ``memories``) slower than orjson serializes them (1.5 to 1.8)."""
+        if len(rows) == 1:
+            text = query if isinstance(query, str) else query.as_string(self.raw)
+            if self._holds(text):
+                self._hold(text, rows[0])
+                return
+        self.send_held()
         if len(rows) == 1:
             self.raw.execute(query, rows[0])
         elif len(rows) >= ROWS_AS_JSON and (insert := self._as_json_of(query)) is not None:
@@ -591,6 +644,7 @@ class PostgresBackend(Backend):
                 for statement in begin:
                     sql.raw.execute(statement, prepare=False)
                 yield sql
+                sql.send_held()
                 if sql.notify:
                     sql.raw.execute(self._notify, prepare=False)
                 sql.raw.execute("COMMIT", prepare=False)
@@ -793,6 +847,7 @@ class PostgresBackend(Backend):
         own(sql).notify = True
 
     def insert_tracking(self, sql: Sql, name: str, position: int) -> None:
+        own(sql).send_held()
         self.tracker._insert_tracking(sql.raw, self.tracking(name, position))
 
     def advance_tracking(self, sql: Sql, names: Sequence[str], position: int) -> None:

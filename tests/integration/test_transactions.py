@@ -234,3 +234,38 @@ def test_a_value_json_would_spell_its_own_way_is_refused() -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
         list(postgres.json_arrays([(1, datetime(2026, 1, 1, tzinfo=UTC))]))
     assert list(postgres.json_arrays([(1, Kind.FACT)])) == ['[[1,"fact"]]']
+
+
+NOTE = "INSERT INTO typed_rows (n, t) VALUES (?, ?)"
+
+
+def test_one_row_inserts_are_stored_in_order_and_seen_by_the_next_read(
+    backend: Backend,
+) -> None:
+    """On PostgreSQL one-row plain INSERTs are held back and sent together, as one
+    statement, before the next statement of another kind: a read, an UPDATE, a read sent
+    ahead, the COMMIT. What the transaction does must not tell the difference."""
+    postgres = backend.dialect == "postgresql"
+    with backend.write() as sql:
+        create_typed_rows(sql, postgres)
+        for n in range(3):
+            sql.execute(NOTE, (n, f"note {n}"))
+            sql.execute(CLAIM, row(f"k{n}"))
+        sql.execute("SELECT count(*) AS n FROM typed_rows")  # sees the three held ones
+        assert sql.fetchone()["n"] == 3
+        sql.execute(NOTE, (3, "note 3"))
+        sql.execute("UPDATE typed_rows SET t = t || ' (seen)' WHERE n = 3")  # after it
+        for n in range(4, 25):  # more than one statement takes
+            sql.execute(NOTE, (n, f"note {n}"))
+        sql.prefetch(KEY_OF, ("k2",))
+        sql.execute(NOTE, (25, "note 25"))  # sent with the fetch below
+        sql.execute(KEY_OF, ("k2",))
+        assert [r["idempotency_key"] for r in sql.fetchall()] == ["k2"]
+        sql.execute(NOTE, (26, "note 26"))  # held until the COMMIT
+    with backend.read() as sql:
+        sql.execute("SELECT n, t FROM typed_rows ORDER BY n")
+        stored = [(r["n"], r["t"]) for r in sql.fetchall()]
+    expected = [(n, f"note {n}") for n in range(27)]
+    expected[3] = (3, "note 3 (seen)")
+    assert stored == expected
+    assert claims(backend) == ["k0", "k1", "k2"]
