@@ -226,7 +226,7 @@ class PostgresSql:
 
     _statements: dict[str, str] = {}
     _fetched: dict[str, bool] = {}
-    _plain: dict[str, bool] = {}
+    _plain: dict[str, str | None] = {}
     _as_json: WeakKeyDictionary[Connection[Any], dict[str, str | None]] = WeakKeyDictionary()
     """Per connection (whose schema names the tables), each plain INSERT's statement that
     takes its rows as one JSON array; None for any other statement. A statement keeps
@@ -245,6 +245,7 @@ class PostgresSql:
         """Reads sent ahead by :meth:`prefetch`, by statement and parameters."""
         self._held: list[tuple[str, Sequence[Any]]] = []
         """One-row plain INSERTs not yet sent (see :meth:`send_held`)."""
+        self._held_tables: set[str] = set()
 
     def reader(self) -> Cursor[DictRow]:
         """A new cursor for a statement whose rows will be fetched."""
@@ -272,8 +273,8 @@ class PostgresSql:
             self._read = early
             return
         converted = self._convert(statement)
-        if self._holds(converted):
-            self._hold(converted, params)
+        if (table := self._holds(converted)) is not None:
+            self._hold(converted, table, params)
             return
         fetched = self._fetched.get(statement)
         if fetched is None:
@@ -281,16 +282,19 @@ class PostgresSql:
         self.send_held()
         (self.reader() if fetched else self.raw).execute(converted, params)
 
-    def _holds(self, query: str) -> bool:
-        """Whether a statement is a one-row plain INSERT, held back until the next
-        statement of another kind (:meth:`send_held`)."""
-        plain = self._plain.get(query)
-        if plain is None:
-            plain = self._plain[query] = PLAIN_INSERT.fullmatch(query) is not None
-        return plain
+    def _holds(self, query: str) -> str | None:
+        """The table of a one-row plain INSERT, held back until the next statement of
+        another kind (:meth:`send_held`); None for any other statement."""
+        if query not in self._plain:
+            match = PLAIN_INSERT.fullmatch(query)
+            self._plain[query] = match[1] if match else None
+        return self._plain[query]
 
-    def _hold(self, query: str, params: Sequence[Any]) -> None:
+    def _hold(self, query: str, table: str, params: Sequence[Any]) -> None:
+        if table in self._held_tables:
+            self.send_held()  # a table's rows go in the order they were written
         self._held.append((query, params))
+        self._held_tables.add(table)
         if len(self._held) >= HELD_AT_MOST:
             self.send_held()
 
@@ -299,13 +303,19 @@ class PostgresSql:
         statement: the first ones as data-modifying ``WITH`` queries of the last.
         psycopg handles each statement of a pipeline, and its result, on its own, the
         largest share of a ``remember``'s client work; a ``remember`` of a new subject
-        sends its event and key as one statement, its write count, memory and version as
-        another (14 statements instead of 17). Plain INSERTs read nothing, so one
-        snapshot for them all changes nothing; any other statement, a read sent ahead, a
-        fetch and the COMMIT send them first."""
+        without entities sends its event and key as one statement, its write count,
+        memory and version as another (14 statements instead of 17).
+
+        Plain INSERTs read nothing, so one snapshot for them all changes nothing, but
+        PostgreSQL runs a statement's ``WITH`` queries after its main one: so a held
+        INSERT into a table already held sends the others first, and each table's rows
+        go in the order they were written. Any other statement, a read sent ahead, a
+        fetch and the COMMIT send them first; an error in a held row's values (a NUL
+        byte, say) is raised by whichever call sends it."""
         if not self._held:
             return
         held, self._held = self._held, []
+        self._held_tables.clear()
         if len(held) == 1:
             self.raw.execute(*held[0])
             return
@@ -354,8 +364,8 @@ class PostgresSql:
         µs a row of ``memories``) slower than orjson serializes them (1.5 to 1.8)."""
         if len(rows) == 1:
             text = query if isinstance(query, str) else query.as_string(self.raw)
-            if self._holds(text):
-                self._hold(text, rows[0])
+            if (table := self._holds(text)) is not None:
+                self._hold(text, table, rows[0])
                 return
         self.send_held()
         if len(rows) == 1:
@@ -847,7 +857,10 @@ class PostgresBackend(Backend):
         own(sql).notify = True
 
     def insert_tracking(self, sql: Sql, name: str, position: int) -> None:
-        own(sql).send_held()
+        # The rows held so far go first (a wrapper's go at the COMMIT: no other table's
+        # rows depend on the order against the tracking row).
+        if isinstance(sql, PostgresSql):
+            sql.send_held()
         self.tracker._insert_tracking(sql.raw, self.tracking(name, position))
 
     def advance_tracking(self, sql: Sql, names: Sequence[str], position: int) -> None:
