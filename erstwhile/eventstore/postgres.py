@@ -159,17 +159,15 @@ PLAIN_INSERT = re.compile(
     r"\s*INSERT\s+INTO\s+(\S+)\s*\(([^)]*)\)\s*VALUES\s*\(\s*%s(?:\s*,\s*%s)*\s*\)\s*",
     re.IGNORECASE,
 )
-"""An INSERT of one row of plain parameters, which one statement can do for many rows
-(:data:`ROWS_AS_JSON`)."""
+"""An INSERT of one row of plain parameters: its table and its columns. One row is held
+back to go with others (:meth:`PostgresSql.send_held`), many go as one statement of JSON
+rows (:meth:`PostgresSql.run_many`)."""
 
 BLIND_WRITE = re.compile(
     r"\s*(?:INSERT|UPDATE|DELETE)\b(?!.*\bRETURNING\b)", re.IGNORECASE | re.DOTALL
 )
 """A statement whose result nobody fetches; any other gets a cursor of its own."""
 
-ROWS_AS_JSON = 2
-"""How many rows an INSERT of plain parameters needs before they go as one statement,
-its rows one JSON array (:meth:`PostgresSql.run_many`)."""
 HELD_AT_MOST = 8
 """How many one-row plain INSERTs one statement takes (:meth:`PostgresSql.send_held`): a
 ``remember`` holds five at most in a row; a long run of them, one statement of hundreds
@@ -220,16 +218,16 @@ class PostgresSql:
     UPDATE or DELETE gets a cursor of its own: psycopg hands each result to the cursor
     that sent the statement, as it arrives, so a write's late result would take the place
     of a read's on a shared one.
-    ``executemany`` of one row is a plain execute, and of many rows of a plain INSERT one
-    statement taking them all (:meth:`run_many`).
+    A one-row plain INSERT is held back to go with the next ones (:meth:`send_held`),
+    and many rows of one go as one statement taking them all (:meth:`run_many`).
     """
 
     _statements: dict[str, str] = {}
     _fetched: dict[str, bool] = {}
-    _plain: dict[str, str | None] = {}
-    _as_json: WeakKeyDictionary[Connection[Any], dict[str, str | None]] = WeakKeyDictionary()
+    _plain: dict[str, tuple[str, str] | None] = {}
+    _as_json: WeakKeyDictionary[Connection[Any], dict[str, str]] = WeakKeyDictionary()
     """Per connection (whose schema names the tables), each plain INSERT's statement that
-    takes its rows as one JSON array; None for any other statement. A statement keeps
+    takes its rows as one JSON array. A statement keeps
     the column types its connection first read: a table replaced by one whose columns
     have other types (a new version's rebuild, run by a newer process) needs the process
     restarted, as its reads do (docs/decisions.md)."""
@@ -273,8 +271,8 @@ class PostgresSql:
             self._read = early
             return
         converted = self._convert(statement)
-        if (table := self._holds(converted)) is not None:
-            self._hold(converted, table, params)
+        if (plain := self._plain_insert(converted)) is not None:
+            self._hold(converted, plain[0], params)
             return
         fetched = self._fetched.get(statement)
         if fetched is None:
@@ -282,12 +280,12 @@ class PostgresSql:
         self.send_held()
         (self.reader() if fetched else self.raw).execute(converted, params)
 
-    def _holds(self, query: str) -> str | None:
-        """The table of a one-row plain INSERT, held back until the next statement of
-        another kind (:meth:`send_held`); None for any other statement."""
+    def _plain_insert(self, query: str) -> tuple[str, str] | None:
+        """The table and columns of a plain INSERT (:data:`PLAIN_INSERT`); None for any
+        other statement."""
         if query not in self._plain:
             match = PLAIN_INSERT.fullmatch(query)
-            self._plain[query] = match[1] if match else None
+            self._plain[query] = (match[1], match[2]) if match else None
         return self._plain[query]
 
     def _hold(self, query: str, table: str, params: Sequence[Any]) -> None:
@@ -362,29 +360,30 @@ class PostgresSql:
         into a table waits, for the column types). A COPY would leave the pipeline, and
         wait for the server, every time; and psycopg formats a COPY's rows (3.8 to 4.6
         µs a row of ``memories``) slower than orjson serializes them (1.5 to 1.8)."""
-        if len(rows) == 1:
-            text = query if isinstance(query, str) else query.as_string(self.raw)
-            if (table := self._holds(text)) is not None:
-                self._hold(text, table, rows[0])
-                return
+        if not rows:
+            return
+        text = query if isinstance(query, str) else query.as_string(self.raw)
+        plain = self._plain_insert(text)
+        if plain is not None and len(rows) == 1:
+            self._hold(text, plain[0], rows[0])
+            return
         self.send_held()
-        if len(rows) == 1:
-            self.raw.execute(query, rows[0])
-        elif len(rows) >= ROWS_AS_JSON and (insert := self._as_json_of(query)) is not None:
+        if plain is not None:
+            insert = self._as_json_of(text, *plain)
             for array in json_arrays(rows):
                 self.raw.execute(insert, (array,))
-        elif rows:
+        elif len(rows) == 1:
+            self.raw.execute(query, rows[0])
+        else:
             self.raw.executemany(query, rows)
 
-    def _as_json_of(self, query: str | Composed) -> str | None:
+    def _as_json_of(self, text: str, table: str, columns: str) -> str:
         """The statement that inserts a plain INSERT's rows given as one JSON array of
-        rows; None for any other statement. The column types are read from the catalog
-        once per connection and statement."""
+        rows. The column types are read from the catalog once per connection and
+        statement."""
         known = self._as_json.setdefault(self.raw.connection, {})
-        text = query if isinstance(query, str) else query.as_string(self.raw)
         if text not in known:
-            match = PLAIN_INSERT.fullmatch(text)
-            known[text] = None if match is None else self._insert_from_json(match[1], match[2])
+            known[text] = self._insert_from_json(table, columns)
         return known[text]
 
     def _insert_from_json(self, table: str, columns: str) -> str:
