@@ -168,6 +168,8 @@ BLIND_WRITE = re.compile(
 )
 """A statement whose result nobody fetches; any other gets a cursor of its own."""
 
+NOTIFY = "SELECT pg_notify(%s, '')"
+"""NOTIFY as a query, for the writes held back to go with (:meth:`PostgresSql.send_held`)."""
 HELD_AT_MOST = 8
 """How many one-row plain INSERTs one statement takes (:meth:`PostgresSql.send_held`): a
 ``remember`` holds five at most in a row; a long run of them, one statement of hundreds
@@ -207,6 +209,16 @@ def json_arrays(rows: Sequence[Sequence[Any]]) -> Iterator[str]:
     half = len(rows) // 2
     yield from json_arrays(rows[:half])
     yield from json_arrays(rows[half:])
+
+
+ADVANCE_TRACKING = (
+    "INSERT INTO erstwhile_tracking (application_name, notification_id) "
+    "SELECT name, %s::bigint FROM unnest(%s::text[]) AS name "
+    "ON CONFLICT (application_name) DO UPDATE SET notification_id = "
+    "excluded.notification_id WHERE erstwhile_tracking.notification_id < "
+    "excluded.notification_id"
+)
+"""Move projections (names, an array) to a position: never back."""
 
 
 class PostgresSql:
@@ -272,7 +284,7 @@ class PostgresSql:
             return
         converted = self._convert(statement)
         if (plain := self._plain_insert(converted)) is not None:
-            self._hold(converted, plain[0], params)
+            self.hold(converted, plain[0], params)
             return
         fetched = self._fetched.get(statement)
         if fetched is None:
@@ -288,7 +300,11 @@ class PostgresSql:
             self._plain[query] = (match[1], match[2]) if match else None
         return self._plain[query]
 
-    def _hold(self, query: str, table: str, params: Sequence[Any]) -> None:
+    def hold(self, query: str, table: str, params: Sequence[Any]) -> None:
+        """Send a write with the next ones, as one statement (:meth:`send_held`): a
+        psycopg query (``%s`` placeholders) that writes ``table`` alone and reads no row
+        written before it in this transaction but ``table``'s own, and whose result
+        nobody fetches. One-row plain INSERTs are held by :meth:`execute`."""
         if table in self._held_tables:
             self.send_held()  # a table's rows go in the order they were written
         self._held.append((query, params))
@@ -297,14 +313,16 @@ class PostgresSql:
             self.send_held()
 
     def send_held(self) -> None:
-        """Send the one-row plain INSERTs held back since the last statement sent, as one
-        statement: the first ones as data-modifying ``WITH`` queries of the last.
+        """Send the writes held back since the last statement sent (:meth:`hold`), as
+        one statement: the first ones as data-modifying ``WITH`` queries of the last.
         psycopg handles each statement of a pipeline, and its result, on its own, the
         largest share of a ``remember``'s client work; a ``remember`` of a new subject
         without entities sends its event and key as one statement, its write count,
-        memory and version as another (14 statements instead of 17).
+        memory and version as another, its tracking with the NOTIFY as a third (12
+        statements instead of 17).
 
-        Plain INSERTs read nothing, so one snapshot for them all changes nothing, but
+        The writes held read no row written before them but their own table's, so one
+        snapshot for them all changes nothing, but
         PostgreSQL runs a statement's ``WITH`` queries after its main one: so a held
         INSERT into a table already held sends the others first, and each table's rows
         go in the order they were written. Any other statement, a read sent ahead, a
@@ -314,6 +332,18 @@ class PostgresSql:
             return
         held, self._held = self._held, []
         self._held_tables.clear()
+        self._send(held)
+
+    def send_held_and_notify(self, channel: str) -> None:
+        """Send the writes held back, and a NOTIFY on ``channel`` (``pg_notify``, the
+        statement the writes go with as ``WITH`` queries: a statement fewer for the
+        pipeline)."""
+        held, self._held = [*self._held, (NOTIFY, (channel,))], []
+        self._held_tables.clear()
+        self._send(held)
+
+    def _send(self, held: list[tuple[str, Sequence[Any]]]) -> None:
+        """Send ``held`` as one statement: every one but the last as a ``WITH`` query."""
         if len(held) == 1:
             self.raw.execute(*held[0])
             return
@@ -365,7 +395,7 @@ class PostgresSql:
         text = query if isinstance(query, str) else query.as_string(self.raw)
         plain = self._plain_insert(text)
         if plain is not None and len(rows) == 1:
-            self._hold(text, plain[0], rows[0])
+            self.hold(text, plain[0], rows[0])
             return
         self.send_held()
         if plain is not None:
@@ -492,7 +522,6 @@ class PostgresBackend(Backend):
         self._begin_read: tuple[str | Composed, ...] = BEGIN_READ
         self._begin_fold = ("BEGIN", "SET LOCAL synchronous_commit = off", *lock)
         self._begin_build = ("BEGIN", "SET LOCAL synchronous_commit = off", patience)
-        self._notify = SQL("NOTIFY {0}").format(Identifier(self.recorder.channel_name))
 
     def _reach(self) -> None:
         """Connect once, directly, and hang up: a server that does not answer, or a role
@@ -653,9 +682,10 @@ class PostgresBackend(Backend):
                 for statement in begin:
                     sql.raw.execute(statement, prepare=False)
                 yield sql
-                sql.send_held()
                 if sql.notify:
-                    sql.raw.execute(self._notify, prepare=False)
+                    sql.send_held_and_notify(self.recorder.channel_name)
+                else:
+                    sql.send_held()
                 sql.raw.execute("COMMIT", prepare=False)
                 sql.end_pipeline()
             except BaseException:
@@ -863,16 +893,11 @@ class PostgresBackend(Backend):
         self.tracker._insert_tracking(sql.raw, self.tracking(name, position))
 
     def advance_tracking(self, sql: Sql, names: Sequence[str], position: int) -> None:
-        """One statement over an array of names: psycopg's ``executemany`` would enter
-        pipeline mode and sync it, which costs more here than the round trips it saves."""
-        sql.execute(
-            "INSERT INTO erstwhile_tracking (application_name, notification_id) "
-            "SELECT name, ?::bigint FROM unnest(?::text[]) AS name "
-            "ON CONFLICT (application_name) DO UPDATE SET notification_id = "
-            "excluded.notification_id WHERE erstwhile_tracking.notification_id < "
-            "excluded.notification_id",
-            (position, list(dict.fromkeys(names))),
-        )
+        """One statement over an array of names, held back to go with the writes after
+        it (:meth:`PostgresSql.hold`): it reads the tracking table alone. (psycopg's
+        ``executemany`` would enter pipeline mode and sync it, which costs more here
+        than the round trips it saves.)"""
+        own(sql).hold(ADVANCE_TRACKING, self.tracking_table, (position, list(dict.fromkeys(names))))
 
     def tracked_position(self, sql: Sql, name: str) -> int:
         return self.tracked_positions(sql, [name])[name]

@@ -92,6 +92,16 @@ JSON array (several past :data:`~erstwhile.eventstore.postgres.JSON_ARRAY_BYTES`
 statement per row (in one pipeline) cost the server 31.5 µs a memory in bulk writes,
 against 22 for this, and the client 7% more instructions in all: psycopg's pipeline
 handles each statement and its result on its own."""
+INSERT_INDEXED_ROWS = (
+    f"WITH indexed AS ({INSERT_FULL_ROWS} RETURNING memory_id, position, body) "
+    f"INSERT INTO {LIVE} (memory_id, position, body) "
+    "SELECT memory_id, position, body FROM indexed "
+    "WHERE memory_id = ANY(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))"
+)
+"""PostgreSQL: :data:`INSERT_FULL_ROWS`, and the rows of those memories among them that
+are live (the ids, a JSON array) copied into the live table by the same statement: each
+``tsvector`` is computed once, and psycopg handles one statement where it handled two
+(the copy, sent after the rows, read them back from the full table)."""
 MEMORY_ROWS = "memories m JOIN memory_versions v ON v.memory_id = m.id"
 INSERT_KEY = f"INSERT INTO {KEYS} (memory_id, position) VALUES (?, ?)"
 INSERT_FULL = f"INSERT INTO {FULL} (rowid, body) VALUES (?, ?)"
@@ -256,7 +266,8 @@ class LiveWrites:
     and write a segment of its own (about 80 µs each, and the merges after). A memory
     added and removed in the same batch is never written at all. Everything removed was
     added in an earlier batch (at smaller positions), so the index ends the same either
-    way.
+    way. On PostgreSQL the additions go with the full index's rows, in one statement
+    (:meth:`take_added`), and the removals after.
     """
 
     def __init__(self, sqlite: bool) -> None:
@@ -305,24 +316,27 @@ class LiveWrites:
 
     def _write_postgres(self, sql: Sql) -> int:
         """PostgreSQL's live table is keyed by memory id; the order does not matter. Its
-        rows are copied from the full table's (each ``tsvector`` is computed once), so
-        the full table's writes must have been made first."""
+        additions went in with the full table's rows (:meth:`take_added`), which are
+        this batch's: what is left are the removals, of memories added in earlier
+        batches."""
         removals = len(self.removed)
         if self.removed:
             sql.executemany(
                 f"DELETE FROM {LIVE} WHERE memory_id = ?", [(i,) for i in sorted(self.removed)]
             )
-        if self.added:
-            # The ids as one JSON array, not a text[] parameter, which psycopg spells
-            # out in Python, a regular expression matched against each id.
-            sql.execute(
-                f"INSERT INTO {LIVE} (memory_id, position, body) "
-                f"SELECT memory_id, position, body FROM {FULL} "
-                "WHERE memory_id = ANY(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))",
-                (orjson.dumps(sorted(self.added)).decode(),),
-            )
         self._gather_again()
         return removals
+
+    def take_added(self) -> str | None:
+        """PostgreSQL: the ids of the memories added, as a JSON array for
+        :data:`INSERT_INDEXED_ROWS` (not a ``text[]`` parameter, which psycopg spells out
+        in Python, a regular expression matched against each id), or None when there
+        are none; they are no longer this batch's to write."""
+        if not self.added:
+            return None
+        ids = orjson.dumps(sorted(self.added)).decode()
+        self.added.clear()
+        return ids
 
 
 class DeferredLiveWrites(LiveWrites):
@@ -511,15 +525,17 @@ class SearchProjection(Projection):
     def _write_live(
         self, live: LiveWrites, sql: BufferedSql, full: list[tuple[str, int, str]]
     ) -> None:
-        """Make the live index's writes gathered so far (on PostgreSQL after the full
-        table's, ``full``, which the live table copies: written here, and emptied),
-        counting PostgreSQL's removals."""
+        """Make the live index's writes gathered so far (on PostgreSQL with the full
+        table's, ``full``, whose live rows the same statement copies: written here, and
+        emptied), counting PostgreSQL's removals."""
         if full:
+            added = live.take_added()
+            statement, tail = (
+                (INSERT_FULL_ROWS, ()) if added is None else (INSERT_INDEXED_ROWS, (added,))
+            )
             for array in json_arrays(full):
-                sql.execute(INSERT_FULL_ROWS, (array,))
+                sql.execute(statement, (array, *tail))
             full.clear()
-        if not self.sqlite:
-            sql.flush()  # the full table's rows first: the live table copies them
         removed = live.write(sql)
         if not self.sqlite:
             self.removals += removed

@@ -45,7 +45,7 @@ TABLES = {
 SEARCH_TABLES = {
     "sqlite": {"memory_search": "rowid", "memory_search_live": "rowid",
                "memory_search_keys": "memory_id", "memory_search_pending": "position"},
-    "postgresql": {"memory_search": "memory_id"},
+    "postgresql": {"memory_search": "memory_id", "memory_search_live": "memory_id"},
 }  # fmt: skip
 
 
@@ -1113,6 +1113,26 @@ def test_a_follower_keeps_projections_current(open_ledger: OpenLedger) -> None:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+@pytest.mark.postgres
+def test_each_write_notifies_the_logs_listeners_as_it_commits(
+    postgres_database: str, postgres_url: str
+) -> None:
+    """PostgreSQL: a follower wakes on the NOTIFY each write sends with its COMMIT (with
+    the writes held back to the end, or alone), whether the write folds or not."""
+    folding = Ledger.open(postgres_url, actor="tester")
+    appending = Ledger.open(postgres_url, actor="tester", sync_projections=False)
+    with psycopg.connect(postgres_database, autocommit=True) as listener:
+        listener.execute('LISTEN "erstwhile_events"')
+        try:
+            folding.remember("folded in its own write", subject="notify")
+            appending.remember("left to a follower", subject="notify-later")
+            heard = list(listener.notifies(timeout=10, stop_after=2))
+        finally:
+            folding.close()
+            appending.close()
+    assert [n.channel for n in heard] == ["erstwhile_events", "erstwhile_events"]
 
 
 def test_without_a_follower_reads_lag_and_say_so(open_ledger: OpenLedger) -> None:

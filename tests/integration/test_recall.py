@@ -495,6 +495,40 @@ class LiveRevisions:
         return set(ids(self.ledger.search("falcon", limit=100))) == set(self.current)
 
 
+def live_index_ids(ledger: Ledger) -> set[str]:
+    """The ids of the memories the live index holds (read straight from its table)."""
+    backend = ledger.log.backend
+    statement = (
+        f"SELECT k.memory_id FROM {search.LIVE} AS l JOIN {search.KEYS} AS k ON k.position = l.rowid"
+        if backend.dialect == "sqlite" else f"SELECT memory_id FROM {search.LIVE}"
+    )  # fmt: skip
+    with backend.read() as sql:
+        sql.execute(statement)
+        return {str(row["memory_id"]) for row in sql.fetchall()}
+
+
+def test_the_live_index_holds_exactly_the_memories_that_can_be_true_now(
+    ledger: Ledger,
+) -> None:
+    """A batch's memories enter the live index unless one of the same batch supersedes
+    them, or their window has ended; an archive takes one out. The index is what
+    searches of now read, so a memory left in it is only slower to search, never found
+    wrongly: its rows are checked here."""
+    color = {"subject": "kestrel", "attribute": "colour", "policy": "timestamp_wins"}
+    made = ledger.remember_many([
+        {"content": "kestrel colour red", "value": "red", "valid_from": MAR, **color},
+        {"content": "kestrel colour rust", "value": "rust", "valid_from": APR, **color},
+        {"content": "kestrel nested in 2020", "valid_from": "2020-03-01T00:00:00Z",
+         "valid_until": "2020-09-01T00:00:00Z"},
+        {"content": "kestrel hunts voles"},
+        {"content": "kestrel hovers"},
+    ])  # fmt: skip
+    red, rust, _ended, hunts, hovers = made
+    ledger.archive(hovers.id)
+    assert ledger.get(red.id).superseded_by == rust.id
+    assert live_index_ids(ledger) == {str(rust.id), str(hunts.id)}
+
+
 def test_the_live_index_is_compacted_once_its_removals_reach_a_budget(
     sqlite_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
