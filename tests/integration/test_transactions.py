@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 import orjson
+import psycopg
 import pytest
 
 from erstwhile import ConcurrencyConflict, Kind
@@ -273,3 +274,36 @@ def test_one_row_inserts_are_stored_in_order_and_seen_by_the_next_read(
     expected[3] = (3, "note 3 (seen)")
     assert stored == expected
     assert claims(backend) == ["k0", "k1", "k2"]
+
+
+@pytest.mark.postgres
+def test_writes_held_together_stay_a_statement_psycopg_parses_once(postgres_url: str) -> None:
+    """PostgreSQL: one-row INSERTs held back go in one statement only while it has at
+    most 50 parameters: past that psycopg parses the statement again at every run, which
+    costs more than the statement saved (the ones held so far go first)."""
+    sent: list[int] = []
+
+    class Counting(psycopg.Cursor[Any]):
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            sent.append(len(params or ()))
+            return super().execute(query, params, **options)
+
+    backend = open_backend(postgres_url)
+    columns = ", ".join(f"c{n}" for n in range(20))
+    try:
+        with backend.write() as sql:
+            for table in ("wide_a", "wide_b", "wide_c"):
+                sql.execute(f"CREATE TABLE {table} ({columns.replace(',', ' int,')} int)")
+            held = postgres.own(sql)
+            held.raw = Counting(held.raw.connection)
+            for table in ("wide_a", "wide_b", "wide_c"):
+                sql.execute(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * 20)})",
+                            list(range(20)))  # fmt: skip
+            sql.execute("SELECT count(*) AS n FROM wide_c")
+            assert sql.fetchone()["n"] == 1
+            assert sent == [40, 20]
+        with backend.read() as sql:
+            sql.execute("SELECT (SELECT count(*) FROM wide_a) + (SELECT count(*) FROM wide_b) AS n")
+            assert sql.fetchone()["n"] == 2
+    finally:
+        backend.close()
