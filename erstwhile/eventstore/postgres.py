@@ -164,9 +164,11 @@ back to go with others (:meth:`PostgresSql.send_held`), many go as one statement
 rows (:meth:`PostgresSql.run_many`)."""
 
 BLIND_WRITE = re.compile(
-    r"\s*(?:INSERT|UPDATE|DELETE)\b(?!.*\bRETURNING\b)", re.IGNORECASE | re.DOTALL
+    r"\s*(?:WITH\b.*\)\s*)?(?:INSERT|UPDATE|DELETE)\b(?!.*\bRETURNING\b)",
+    re.IGNORECASE | re.DOTALL,
 )
-"""A statement whose result nobody fetches; any other gets a cursor of its own."""
+"""A statement whose result nobody fetches (an INSERT, UPDATE or DELETE without
+``RETURNING``, after ``WITH`` queries or not); any other gets a cursor of its own."""
 
 PARSED_ONCE_PARAMS = 50
 PARSED_ONCE_CHARACTERS = 4096
@@ -177,9 +179,10 @@ make a larger statement go in more than one (:meth:`PostgresSql.hold`): a rememb
 five one-row INSERTs as one statement of 56 parameters cost the client 31% more
 instructions than as two statements."""
 NOTIFY = "SELECT pg_notify(%s, '')"
-"""NOTIFY as a query, for the writes held back to go with (:meth:`PostgresSql.send_held`)."""
+"""NOTIFY as a query, for the writes held back to go with
+(:meth:`PostgresSql.send_held_and_notify`)."""
 HELD_AT_MOST = 8
-"""How many one-row plain INSERTs one statement takes (:meth:`PostgresSql.send_held`): a
+"""How many writes held back one statement takes (:meth:`PostgresSql.send_held`): a
 ``remember`` holds five at most in a row; a long run of them, one statement of hundreds
 of ``WITH`` queries, would cost more to plan than it saves."""
 COLUMN_TYPES = (
@@ -219,11 +222,12 @@ def json_arrays(rows: Sequence[Sequence[Any]]) -> Iterator[str]:
     yield from json_arrays(rows[half:])
 
 
+TRACKING_TABLE = "erstwhile_tracking"
 ADVANCE_TRACKING = (
-    "INSERT INTO erstwhile_tracking (application_name, notification_id) "
+    f"INSERT INTO {TRACKING_TABLE} (application_name, notification_id) "
     "SELECT name, %s::bigint FROM unnest(%s::text[]) AS name "
     "ON CONFLICT (application_name) DO UPDATE SET notification_id = "
-    "excluded.notification_id WHERE erstwhile_tracking.notification_id < "
+    f"excluded.notification_id WHERE {TRACKING_TABLE}.notification_id < "
     "excluded.notification_id"
 )
 """Move projections (names, an array) to a position: never back."""
@@ -234,12 +238,13 @@ class PostgresSql:
 
     The cursor's connection is in pipeline mode: a statement is sent without waiting for
     the one before, and only a fetch waits (for everything sent so far), so the writes
-    between two reads cost no round trip of their own. Every statement but a plain INSERT,
-    UPDATE or DELETE gets a cursor of its own: psycopg hands each result to the cursor
-    that sent the statement, as it arrives, so a write's late result would take the place
-    of a read's on a shared one.
-    A one-row plain INSERT is held back to go with the next ones (:meth:`send_held`),
-    and many rows of one go as one statement taking them all (:meth:`run_many`).
+    between two reads cost no round trip of their own. Every statement but an INSERT,
+    UPDATE or DELETE whose result nobody fetches (:data:`BLIND_WRITE`) gets a cursor of
+    its own: psycopg hands each result to the cursor that sent the statement, as it
+    arrives, so a write's late result would take the place of a read's on a shared one.
+    A one-row plain INSERT (and a write that asks for it: :meth:`hold`) is held back to
+    go with the next ones (:meth:`send_held`), and many rows of a plain INSERT go as one
+    statement taking them all (:meth:`run_many`).
     """
 
     _statements: dict[str, str] = {}
@@ -262,7 +267,7 @@ class PostgresSql:
         self._early: dict[tuple[str, tuple[Any, ...]], Cursor[DictRow]] = {}
         """Reads sent ahead by :meth:`prefetch`, by statement and parameters."""
         self._held: list[tuple[str, Sequence[Any]]] = []
-        """One-row plain INSERTs not yet sent (see :meth:`send_held`)."""
+        """Writes not yet sent (see :meth:`hold`)."""
         self._held_tables: set[str] = set()
         self._held_params = 0
         self._held_characters = 0
@@ -316,8 +321,6 @@ class PostgresSql:
         psycopg query (``%s`` placeholders) that writes ``table`` alone and reads no row
         written before it in this transaction but ``table``'s own, and whose result
         nobody fetches. One-row plain INSERTs are held by :meth:`execute`."""
-        # A table's rows go in the order they were written; a statement stays one
-        # psycopg parses once.
         if table in self._held_tables or not self._fits(query, params):
             self.send_held()
         self._held.append((query, params))
@@ -359,7 +362,10 @@ class PostgresSql:
         """Send the writes held back, and a NOTIFY on ``channel`` (``pg_notify``, the
         statement the writes go with as ``WITH`` queries: a statement fewer for the
         pipeline)."""
-        self._send([*self._take_held(), (NOTIFY, (channel,))])
+        notify = (NOTIFY, (channel,))
+        if not self._fits(*notify):
+            self.send_held()
+        self._send([*self._take_held(), notify])
 
     def _take_held(self) -> list[tuple[str, Sequence[Any]]]:
         """The writes held, no longer held."""
@@ -526,7 +532,7 @@ class PostgresBackend(Backend):
     """A ledger in a PostgreSQL database (and schema)."""
 
     dialect = "postgresql"
-    tracking_table = "erstwhile_tracking"
+    tracking_table = TRACKING_TABLE
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -534,9 +540,7 @@ class PostgresBackend(Backend):
         self.scrub_mode = scrub_mode(url)
         self._reach()
         self.recorder = LedgerPostgresRecorder(self.datastore)
-        self.tracker = PostgresTrackingRecorder(
-            self.datastore, tracking_table_name="erstwhile_tracking"
-        )
+        self.tracker = PostgresTrackingRecorder(self.datastore, tracking_table_name=TRACKING_TABLE)
         patience = f"SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'"
         lock = (
             patience,
@@ -923,7 +927,7 @@ class PostgresBackend(Backend):
         it (:meth:`PostgresSql.hold`): it reads the tracking table alone. (psycopg's
         ``executemany`` would enter pipeline mode and sync it, which costs more here
         than the round trips it saves.)"""
-        own(sql).hold(ADVANCE_TRACKING, self.tracking_table, (position, list(dict.fromkeys(names))))
+        own(sql).hold(ADVANCE_TRACKING, TRACKING_TABLE, (position, list(dict.fromkeys(names))))
 
     def tracked_position(self, sql: Sql, name: str) -> int:
         return self.tracked_positions(sql, [name])[name]

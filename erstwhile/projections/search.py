@@ -259,7 +259,9 @@ class Source:
 
 
 class LiveWrites:
-    """A batch's writes to the live index: first the removals, then the additions.
+    """A batch's writes to the live index: on SQLite first the removals, then the
+    additions; on PostgreSQL the additions go with the full index's rows, in one
+    statement (:meth:`take_added`), and the removals after.
 
     On SQLite they are made in ascending rowid order. FTS5 gathers a transaction's
     postings in memory in rowid order and writes them out as a new segment whenever a
@@ -268,8 +270,7 @@ class LiveWrites:
     and write a segment of its own (about 80 µs each, and the merges after). A memory
     added and removed in the same batch is never written at all. Everything removed was
     added in an earlier batch (at smaller positions), so the index ends the same either
-    way. On PostgreSQL the additions go with the full index's rows, in one statement
-    (:meth:`take_added`), and the removals after.
+    way.
     """
 
     def __init__(self, sqlite: bool) -> None:
@@ -292,7 +293,8 @@ class LiveWrites:
             self.removed.add(memory_id)
 
     def write(self, sql: Sql) -> int:
-        """Make the writes gathered so far, and start gathering again; return how many
+        """Make the writes gathered so far (on PostgreSQL the removals: the additions
+        went with the full index's rows), and start gathering again; return how many
         memories were taken out of the index."""
         if not self.sqlite:
             return self._write_postgres(sql)
@@ -318,9 +320,10 @@ class LiveWrites:
 
     def _write_postgres(self, sql: Sql) -> int:
         """PostgreSQL's live table is keyed by memory id; the order does not matter. Its
-        additions went in with the full table's rows (:meth:`take_added`), which are
-        this batch's: what is left are the removals, of memories added in earlier
-        batches."""
+        additions went in with the full table's rows (:meth:`take_added`): every memory
+        added has a row there, written in the same call to ``_write_live``. What is
+        left are the removals."""
+        assert not self.added, "live additions go with the full index's rows"
         removals = len(self.removed)
         if self.removed:
             sql.executemany(

@@ -1119,8 +1119,8 @@ def test_a_follower_keeps_projections_current(open_ledger: OpenLedger) -> None:
 def test_each_write_notifies_the_logs_listeners_as_it_commits(
     postgres_database: str, postgres_url: str
 ) -> None:
-    """PostgreSQL: a follower wakes on the NOTIFY each write sends with its COMMIT (with
-    the writes held back to the end, or alone), whether the write folds or not."""
+    """PostgreSQL: a follower wakes on the NOTIFY each write sends with its COMMIT (as
+    the statement its last writes go with), whether the write folds or not."""
     folding = Ledger.open(postgres_url, actor="tester")
     appending = Ledger.open(postgres_url, actor="tester", sync_projections=False)
     with psycopg.connect(postgres_database, autocommit=True) as listener:

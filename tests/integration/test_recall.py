@@ -20,6 +20,7 @@ from erstwhile import (
     SupersessionRefused,
     ValidationError,
 )
+from erstwhile.eventstore import postgres
 from erstwhile.projections import recall, search
 from tests.conftest import ManualClock, OpenLedger, event_count
 
@@ -495,25 +496,27 @@ class LiveRevisions:
         return set(ids(self.ledger.search("falcon", limit=100))) == set(self.current)
 
 
-def live_index_ids(ledger: Ledger) -> set[str]:
-    """The ids of the memories the live index holds (read straight from its table)."""
+def index_rows(ledger: Ledger, table: str = search.LIVE) -> list[str]:
+    """The ids of the memories an index holds, a row each, sorted (read straight from
+    its table: the live index's by default)."""
     backend = ledger.log.backend
     statement = (
-        f"SELECT k.memory_id FROM {search.LIVE} AS l JOIN {search.KEYS} AS k ON k.position = l.rowid"
-        if backend.dialect == "sqlite" else f"SELECT memory_id FROM {search.LIVE}"
+        f"SELECT k.memory_id FROM {table} AS l JOIN {search.KEYS} AS k ON k.position = l.rowid"
+        if backend.dialect == "sqlite" else f"SELECT memory_id FROM {table}"
     )  # fmt: skip
     with backend.read() as sql:
         sql.execute(statement)
-        return {str(row["memory_id"]) for row in sql.fetchall()}
+        return sorted(str(row["memory_id"]) for row in sql.fetchall())
 
 
-def test_the_live_index_holds_exactly_the_memories_that_can_be_true_now(
-    ledger: Ledger,
-) -> None:
-    """A batch's memories enter the live index unless one of the same batch supersedes
-    them, or their window has ended; an archive takes one out. The index is what
-    searches of now read, so a memory left in it is only slower to search, never found
-    wrongly: its rows are checked here."""
+def live_index_ids(ledger: Ledger) -> set[str]:
+    """The ids of the memories the live index holds."""
+    return set(index_rows(ledger))
+
+
+def kestrels(ledger: Ledger) -> set[str]:
+    """Five memories in one batch, one superseded by another of the batch, one whose
+    window has ended, one archived after; return the ids that can be true now."""
     color = {"subject": "kestrel", "attribute": "colour", "policy": "timestamp_wins"}
     made = ledger.remember_many([
         {"content": "kestrel colour red", "value": "red", "valid_from": MAR, **color},
@@ -526,7 +529,50 @@ def test_the_live_index_holds_exactly_the_memories_that_can_be_true_now(
     red, rust, _ended, hunts, hovers = made
     ledger.archive(hovers.id)
     assert ledger.get(red.id).superseded_by == rust.id
-    assert live_index_ids(ledger) == {str(rust.id), str(hunts.id)}
+    return {str(rust.id), str(hunts.id)}
+
+
+def test_the_live_index_holds_exactly_the_memories_that_can_be_true_now(
+    ledger: Ledger,
+) -> None:
+    """A batch's memories enter the live index unless one of the same batch supersedes
+    them, or their window has ended; an archive takes one out. The index is what
+    searches of now read, so a memory left in it is only slower to search, never found
+    wrongly: its rows are checked here."""
+    current = kestrels(ledger)
+    assert live_index_ids(ledger) == current
+
+
+@pytest.mark.postgres
+def test_rows_indexed_in_several_statements_enter_the_live_index_as_in_one(
+    postgres_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: a fold's search rows past one JSON array's size go in several
+    statements, each copying its live rows; the live index ends as if they went in one."""
+    monkeypatch.setattr(postgres, "JSON_ARRAY_BYTES", 120)  # about a row a statement
+    with Ledger.open(postgres_url, namespace="acme", actor="tester", clock=clock) as ledger:
+        current = kestrels(ledger)
+        assert live_index_ids(ledger) == current
+        assert len(ledger.search("kestrel", limit=10)) == 2
+
+
+def test_a_batch_folding_a_hard_forget_between_its_assertions_keeps_the_indexes_exact(
+    ledger: Ledger,
+) -> None:
+    """A batch meeting a hard forget writes the index rows gathered so far before it
+    erases, then goes on: the indexes hold the rows of both parts once each, less what
+    was forgotten or superseded. (A rebuild folds the whole log as one batch.)"""
+    color = {"subject": "merlin", "attribute": "colour", "policy": "timestamp_wins"}
+    grey = ledger.remember("merlin colour grey", value="grey", valid_from=MAR, **color)
+    gone = ledger.remember("merlin nests by the sea")
+    kept = ledger.remember("merlin hunts larks")
+    ledger.forget(gone.id, hard=True)
+    brown = ledger.remember("merlin colour brown", value="brown", valid_from=APR, **color)
+    later = ledger.remember("merlin winters inland")
+    ledger.rebuild()
+    assert ledger.get(grey.id).superseded_by == brown.id
+    assert live_index_ids(ledger) == {str(kept.id), str(brown.id), str(later.id)}
+    assert index_rows(ledger, search.FULL) == sorted(str(m.id) for m in (grey, kept, brown, later))
 
 
 def test_the_live_index_is_compacted_once_its_removals_reach_a_budget(
