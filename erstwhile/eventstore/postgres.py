@@ -326,7 +326,7 @@ class PostgresSql:
         self._held.append((query, params))
         self._held_tables.add(table)
         self._held_params += len(params)
-        self._held_characters += len(query) + len(" w99 AS (),")
+        self._held_characters += len(query) + len(" w99 AS (),")  # its WITH wrapping
         if len(self._held) >= HELD_AT_MOST:
             self.send_held()
 
@@ -348,11 +348,11 @@ class PostgresSql:
         statements instead of 17).
 
         The writes held read no row written before them but their own table's, so one
-        snapshot for them all changes nothing, but
-        PostgreSQL runs a statement's ``WITH`` queries after its main one: so a held
-        INSERT into a table already held sends the others first, and each table's rows
-        go in the order they were written. So does one that would make the statement
-        larger than psycopg parses once (:data:`PARSED_ONCE_PARAMS`). Any other
+        snapshot for them all changes nothing, but PostgreSQL runs a statement's
+        ``WITH`` queries after its main one: so a held INSERT into a table already held
+        sends the others first, and each table's rows go in the order they were
+        written. So does one that would make the statement larger than psycopg parses
+        once (:data:`PARSED_ONCE_PARAMS`). Any other
         statement, a read sent ahead, a fetch and the COMMIT send them first; an error
         in a held row's values (a NUL byte, say) is raised by whichever call sends it."""
         if self._held:
