@@ -142,10 +142,16 @@ class LedgerPostgresRecorder(PostgresApplicationRecorder):
                 "EXCEPTION WHEN duplicate_object THEN NULL; END $$",
             )
         ]
-        self.insert_recorded_statement = SQL(
-            "INSERT INTO {schema}.{table} (" + EVENT_COLUMNS + ")"
-            " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-        ).format(schema=schema, table=table)
+        self.insert_recorded_statement = (
+            SQL(
+                "INSERT INTO {schema}.{table} (" + EVENT_COLUMNS + ")"
+                " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            )
+            .format(schema=schema, table=table)
+            .as_string(None)
+        )
+        """Composed once (psycopg quotes the names without a connection): composing
+        it again at every append cost about 6 µs."""
         self.max_notification_id_statement = SQL(
             "SELECT MAX(position) AS max FROM {schema}.{table}"
         ).format(schema=schema, table=table)
@@ -544,12 +550,13 @@ class PostgresBackend(Backend):
         patience = f"SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'"
         lock = (
             patience,
-            SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE").format(
-                Identifier(self.datastore.schema), Identifier(self.events_table)
-            ),
+            SQL("LOCK TABLE {0}.{1} IN EXCLUSIVE MODE")
+            .format(Identifier(self.datastore.schema), Identifier(self.events_table))
+            .as_string(None),
         )
+        # Each transaction's first statements, composed once (see insert_recorded_statement).
         self._begin_write = ("BEGIN", *lock)
-        self._begin_read: tuple[str | Composed, ...] = BEGIN_READ
+        self._begin_read: tuple[str, ...] = BEGIN_READ
         self._begin_fold = ("BEGIN", "SET LOCAL synchronous_commit = off", *lock)
         self._begin_build = ("BEGIN", "SET LOCAL synchronous_commit = off", patience)
 
@@ -654,7 +661,8 @@ class PostgresBackend(Backend):
             SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(table))
             for table in tables
         )
-        self._begin_read = (*BEGIN_READ, SQL("LOCK TABLE {0} IN ACCESS SHARE MODE").format(names))
+        guard = SQL("LOCK TABLE {0} IN ACCESS SHARE MODE").format(names).as_string(None)
+        self._begin_read = (*BEGIN_READ, guard)
 
     def build_index(self, statement: str) -> None:
         """See :meth:`Backend.build_index`; without the write lock, since no write
