@@ -28,7 +28,7 @@ from eventsourcing.postgres import (
 )
 from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Identifier
 from psycopg_pool import PoolTimeout
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
@@ -358,9 +358,9 @@ class PostgresSql:
         ``WITH`` queries after its main one: so a held INSERT into a table already held
         sends the others first, and each table's rows go in the order they were
         written. So does one that would make the statement larger than psycopg parses
-        once (:data:`PARSED_ONCE_PARAMS`). Any other
-        statement, a read sent ahead, a fetch and the COMMIT send them first; an error
-        in a held row's values (a NUL byte, say) is raised by whichever call sends it."""
+        once (:data:`PARSED_ONCE_PARAMS`). Any other statement, a read sent ahead, a
+        fetch and the COMMIT send them first; an error in a held row's values (a NUL
+        byte, say) is raised by whichever call sends it."""
         if self._held:
             self._send(self._take_held())
 
@@ -418,7 +418,7 @@ class PostgresSql:
         self.send_held()
         return list(self._read.fetchall())
 
-    def run_many(self, query: str | Composed, rows: Sequence[Sequence[Any]]) -> None:
+    def run_many(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
         """Execute a psycopg query (``%s`` placeholders) once per row.
 
         The rows of a plain INSERT (every value a parameter) go as one statement, their
@@ -430,14 +430,13 @@ class PostgresSql:
         µs a row of ``memories``) slower than orjson serializes them (1.5 to 1.8)."""
         if not rows:
             return
-        text = query if isinstance(query, str) else query.as_string(self.raw)
-        plain = self._plain_insert(text)
+        plain = self._plain_insert(query)
         if plain is not None and len(rows) == 1:
-            self.hold(text, plain[0], rows[0])
+            self.hold(query, plain[0], rows[0])
             return
         self.send_held()
         if plain is not None:
-            insert = self._as_json_of(text, *plain)
+            insert = self._as_json_of(query, *plain)
             for array in json_arrays(rows):
                 self.raw.execute(insert, (array,))
         elif len(rows) == 1:
@@ -702,7 +701,7 @@ class PostgresBackend(Backend):
             sql.execute(f"SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'")
 
     @contextmanager
-    def _transaction(self, begin: Sequence[str | Composed]) -> Iterator[PostgresSql]:
+    def _transaction(self, begin: Sequence[str]) -> Iterator[PostgresSql]:
         """Run a transaction on a pooled connection in pipeline mode: ``begin`` goes out
         with the body's first statements, and the COMMIT (with the NOTIFY, if the body
         appended) with its last writes, so a transaction costs a round trip per read
