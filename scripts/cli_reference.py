@@ -31,9 +31,13 @@ Every command below takes the global options of `erstwhile` before its name, e.g
 and exit with 1 (bad input, unknown id, refused supersession, unreachable store, a
 store that is not there, a SQLite file or a PostgreSQL schema without the ledger's
 tables, for a command that does not create it),
-2 (usage: unknown option, unparsable time or JSON) or 3 (a concurrent writer won).
+2 (usage: an unknown command or option, or a value that is not of its option's type,
+said as "Invalid value for ..."; an unparsable or offset-less time, a `--metadata`
+that is not a JSON object, a number out of its option's range, a choice not listed)
+or 3 (a concurrent writer won). So `--confidence 2` is bad input (1: the ledger
+refuses it), `--kind bogus` usage (2: not one of the kinds listed).
 With `--json`, commands print the models' JSON: an object for one memory, a list
-for several.
+for several; `audit verify --json` prints its report whether the chain holds or not.
 """
 
 

@@ -61,15 +61,20 @@ def log(
 
 @audit_app.command("verify")
 def verify(ctx: typer.Context) -> None:
-    """Check the log: its hash chain, its memories' keys, its tail; fail at the first break."""
+    """Check the log: its hash chain, its memories' keys, its tail; fail at the first break.
+
+    With --json the report (ok, checked, first_break, reason) is printed either way.
+    """
     # Without folding first: a tampered log may not fold, and must still be checked.
     with open_ledger(ctx, sync_projections=False) as ledger:
         report = ledger.verify()
+    if settings(ctx).json:
+        # The report either way, so a script reads where the chain broke from stdout
+        # (the exit code and stderr still say that it did).
+        print_json(dump(report))
     if not report.ok:
         raise ErstwhileError(f"log broken at position {report.first_break}: {report.reason}")
-    if settings(ctx).json:
-        print_json(dump(report))
-    else:
+    if not settings(ctx).json:
         console.print(f"Hash chain intact: {report.checked} events checked.")
 
 

@@ -106,8 +106,13 @@ def test_audit_verify_passes_and_names_the_first_broken_link(move: Move) -> None
         ["--db", "moved.db", "audit", "verify"],
     )  # fmt: skip
     assert intact.code == 0 and "intact: 7 events checked" in intact.stdout
-    assert failed_cleanly(broken, 1)
+    # With --json the report still reaches stdout, for a script to read the break from.
+    assert broken.code == 1 and "Traceback" not in broken.stderr
     assert broken.stderr.startswith("error: log broken at position 2: its stored hash is not")
+    assert len(broken.stderr.splitlines()) == 1
+    report = json.loads(broken.stdout)
+    assert report["ok"] is False and report["first_break"] == 2 and report["checked"] == 2
+    assert report["reason"].startswith("its stored hash is not")
     assert failed_cleanly(unfoldable, 1)
     assert unfoldable.stderr.startswith("error: log broken at position 4: its")
 
