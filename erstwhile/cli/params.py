@@ -287,7 +287,11 @@ IdempotencyOpt = Annotated[
     str | None,
     typer.Option(
         metavar="KEY",
-        help="Retrying with the same key returns the first result (unless forgotten since).",
+        help=(
+            "Retrying with the same key returns the first result (unless forgotten since). "
+            "A retry must repeat the request: a TIME given as 'now' is read again, so leave "
+            "--valid-from out (from when recorded) rather than give 'now'."
+        ),
     ),
 ]
 MemoryId = Annotated[str, typer.Argument(metavar="ID", help="The memory's id.", show_default=False)]

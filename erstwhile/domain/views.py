@@ -26,6 +26,9 @@ class Hit(BaseModel):
 
     ``score`` is the number of query terms the memory shares plus its text score (BM25
     or ``ts_rank``) mapped into [0, 1): within a tier, hits come in descending score.
+    Scores compare within a tier only: with ``include_history=True`` a historical hit may
+    carry a higher score than a current one that ranks above it, so keep the order the
+    search returns, or sort by tier first.
     """
 
     model_config = ConfigDict(frozen=True)
