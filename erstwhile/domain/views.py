@@ -113,7 +113,13 @@ class Proposal(BaseModel):
 
 
 class Conflict(BaseModel):
-    """Live memories that disagree about one subject and attribute at overlapping times."""
+    """Live memories that disagree about one subject and attribute at overlapping times.
+
+    ``highest_confidence`` is always one member: when several tie for the highest
+    confidence, the one whose window opens last (then the one recorded last). It is
+    the member to keep only under ``resolution="by_confidence"``; under ``unresolved``
+    it is a tie's tiebreak, not a winner.
+    """
 
     model_config = ConfigDict(frozen=True)
 
