@@ -72,10 +72,10 @@ def verify(ctx: typer.Context) -> None:
         # The report either way, so a script reads where the chain broke from stdout
         # (the exit code and stderr still say that it did).
         print_json(dump(report))
+    elif report.ok:
+        console.print(f"Hash chain intact: {report.checked} events checked.")
     if not report.ok:
         raise ErstwhileError(f"log broken at position {report.first_break}: {report.reason}")
-    if not settings(ctx).json:
-        console.print(f"Hash chain intact: {report.checked} events checked.")
 
 
 @audit_app.command("replay")
