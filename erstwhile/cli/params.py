@@ -289,8 +289,8 @@ IdempotencyOpt = Annotated[
         metavar="KEY",
         help=(
             "Retrying with the same key returns the first result (unless forgotten since). "
-            "A retry must repeat the request: a TIME given as 'now' is read again, so leave "
-            "--valid-from out (from when recorded) rather than give 'now'."
+            "A retry must repeat the request: a TIME given as 'now' is read again, so give "
+            "no TIME as 'now' (leave the option out to take its default)."
         ),
     ),
 ]

@@ -117,8 +117,9 @@ class Conflict(BaseModel):
 
     ``highest_confidence`` is always one member: when several tie for the highest
     confidence, the one whose window opens last (then the one recorded last). It is
-    the member to keep only under ``resolution="by_confidence"``; under ``unresolved``
-    it is a tie's tiebreak, not a winner.
+    the member to keep only under ``resolution="by_confidence"``. Under ``by_recency``
+    the member to keep is the one whose window opens last, which may be another (one
+    of lower confidence); under ``unresolved`` it is a tie's tiebreak, not a winner.
     """
 
     model_config = ConfigDict(frozen=True)
