@@ -37,7 +37,7 @@ that is not a JSON object, a number out of its option's range, a choice not list
 or 3 (a concurrent writer won). So `--confidence 2` is bad input (1: the ledger
 refuses it), `--kind bogus` usage (2: not one of the kinds listed).
 With `--json`, commands print the models' JSON: an object for one memory, a list
-for several; `audit verify --json` prints its report whether the chain holds or not.
+for several.
 """
 
 
