@@ -608,12 +608,14 @@ class ProjectionRunner:
 
     def _renewal(self, token: int) -> Callable[[], None]:
         """A call that renews this build's claim as the build goes: at most once a
-        second, in a transaction of its own."""
+        second, in a transaction of its own, which checkpoints the WAL no sooner than
+        the build's own (``bulk``): at SQLite's 1,000 pages it checkpointed the build's
+        WAL at every renewal (62 syncs against 35 in a rebuild of 90,000 events)."""
         renewed = [time.monotonic()]
 
         def renew() -> None:
             if time.monotonic() - renewed[0] >= 1.0:
-                with translated_errors(), self.backend.write(durable=False) as sql:
+                with translated_errors(), self.backend.write(durable=False, bulk=True) as sql:
                     self._hold_claim(sql, token)
                 renewed[0] = time.monotonic()
 

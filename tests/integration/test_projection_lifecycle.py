@@ -87,6 +87,38 @@ def test_a_rebuild_leaves_sqlite_connections_as_durable_as_before(
                 assert sql.fetchone()[0] == 1_000
 
 
+def test_a_rebuilds_claim_renewals_leave_its_wal_unchecked_pointed(tmp_path: Any) -> None:
+    """A build checkpoints the WAL only past ``BULK_CHECKPOINT_PAGES`` (each checkpoint
+    syncs the WAL and the file); the claim's renewals, in transactions of their own,
+    keep to that too instead of checkpointing at SQLite's 1,000 pages."""
+    wal = tmp_path / "ledger.db-wal"
+    with Ledger.open(tmp_path / "ledger.db", namespace="acme") as ledger:
+        seed(ledger, 3_000)
+        ledger.remember("the seed's checkpoint is behind us")
+        restarts, frames = [], []
+
+        def report(name: str, position: int, head: int) -> None:
+            restarted, in_use = wal_frames(wal)
+            restarts.append(restarted)
+            frames.append(in_use)
+            if in_use > 1_000 and len(frames) == 1 + sum(f <= 1_000 for f in frames):
+                time.sleep(1.05)  # the next report renews the claim
+
+        ledger.rebuild(progress=report)
+    assert max(frames) > 1_000  # a renewal's commit checkpointing at SQLite's would restart it
+    assert len(set(restarts)) == 1
+
+
+def wal_frames(wal: Path) -> tuple[int, int]:
+    """The WAL file's checkpoint sequence (it grows each time a checkpointed WAL
+    restarts from its start) and how many frames it holds since that restart (a frame
+    carries the salts of the header it was written under)."""
+    data = wal.read_bytes()
+    frame = 24 + int.from_bytes(data[8:12], "big")
+    held = sum(data[at + 8 : at + 16] == data[16:24] for at in range(32, len(data), frame))
+    return int.from_bytes(data[12:16], "big"), held
+
+
 def test_a_large_write_leaves_the_wal_file_no_larger_than_its_limit(tmp_path: Any) -> None:
     wal = tmp_path / "ledger.db-wal"
     with Ledger.open(tmp_path / "ledger.db", namespace="acme") as ledger:
