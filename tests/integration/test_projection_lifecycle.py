@@ -87,7 +87,7 @@ def test_a_rebuild_leaves_sqlite_connections_as_durable_as_before(
                 assert sql.fetchone()[0] == 1_000
 
 
-def test_a_rebuilds_claim_renewals_leave_its_wal_unchecked_pointed(tmp_path: Any) -> None:
+def test_a_rebuilds_claim_renewals_checkpoint_its_wal_no_sooner_than_it(tmp_path: Any) -> None:
     """A build checkpoints the WAL only past ``BULK_CHECKPOINT_PAGES`` (each checkpoint
     syncs the WAL and the file); the claim's renewals, in transactions of their own,
     keep to that too instead of checkpointing at SQLite's 1,000 pages."""
