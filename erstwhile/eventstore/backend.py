@@ -77,6 +77,61 @@ class PassingSql:
         self._sql.prefetch(statement, params)
 
 
+class OneStatement(PassingSql):
+    """The :class:`Sql` of :meth:`Backend.read_one`: it runs one statement and refuses a
+    second (a read of two needs :meth:`Backend.read`, whose snapshot holds across them),
+    and it refuses a statement that names the projections' tables out of the order a
+    rebuild's swap locks them in (see :func:`lock_order_kept`)."""
+
+    def __init__(self, sql: Sql, guarded: Sequence[str]) -> None:
+        super().__init__(sql)
+        self._guarded = guarded
+        self._ran = False
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        if self._ran:
+            raise RuntimeError("a one-statement read ran a second statement: use read()")
+        if not lock_order_kept(statement, self._guarded):
+            raise RuntimeError(
+                "a one-statement read names the projections' tables out of the order "
+                f"a swap locks them in ({', '.join(self._guarded)}): {statement}"
+            )
+        self._ran = True
+        self._sql.execute(statement, params)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise RuntimeError("a one-statement read writes nothing")
+
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """Nothing to send ahead of a read of one statement."""
+
+
+TABLE_NAMED = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.IGNORECASE)
+_ORDER_KEPT: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+
+def lock_order_kept(statement: str, guarded: Sequence[str]) -> bool:
+    """Whether ``statement`` first names the ``guarded`` tables (after ``FROM`` and
+    ``JOIN``) in their order: each one after those before it in ``guarded``.
+
+    PostgreSQL locks a statement's tables as it meets them, left to right, and the
+    swap locks the tables it replaces in ``guarded``'s order: a statement that held
+    ``memory_versions`` while it waited for ``memories`` could wait for a swap holding
+    ``memories`` and waiting for it (a deadlock, which PostgreSQL breaks by failing one).
+    A read transaction locks them all up front, in that order (see
+    ``PostgresBackend.guard_reads``); a one-statement read names them in it. (A table
+    named in a select list before ``FROM`` is met after it: such a statement is refused,
+    though it would keep the order.)"""
+    key = (statement, tuple(guarded))
+    kept = _ORDER_KEPT.get(key)
+    if kept is None:
+        rank = {table: place for place, table in enumerate(guarded)}
+        named = dict.fromkeys(n for n in TABLE_NAMED.findall(statement) if n in rank)
+        places = [rank[name] for name in named]  # a table met again is held already
+        kept = _ORDER_KEPT[key] = places == sorted(places)
+    return kept
+
+
 IN_LIST = 500
 """Values asked for in one ``IN (...)`` list at most: a list as long as the ids asked
 for could pass the backends' limits on parameters (65,535 on PostgreSQL)."""
@@ -106,6 +161,9 @@ class Backend(ABC):
     tracking_table: str
     """eventsourcing's tracking table: one row per projection and its position."""
     events_table = "erstwhile_events"
+    guarded: tuple[str, ...] = ()
+    """The projections' tables in the order reads and a rebuild's swap lock them (see
+    :meth:`guard_reads`)."""
     writer_turn_seconds: float = 0.0
     """How long a long run of write transactions (a catch-up, a rebuild's build) leaves
     the lock free between two at least, so that a writer waiting for it gets it (the
@@ -131,6 +189,20 @@ class Backend(ABC):
     @abstractmethod
     def read(self) -> AbstractContextManager[Sql]:
         """Open a read-only transaction over one consistent snapshot."""
+
+    @contextmanager
+    def read_one(self) -> Iterator[Sql]:
+        """A read of one statement (:class:`OneStatement` refuses a second): one
+        statement sees one snapshot of its own, so it needs no transaction around it,
+        which on PostgreSQL costs more than a point query itself (see
+        :meth:`PostgresBackend.one_statement`)."""
+        with self.one_statement() as sql:
+            yield OneStatement(sql, self.guarded)
+
+    def one_statement(self) -> AbstractContextManager[Sql]:
+        """Where :meth:`read_one` runs its statement: a read transaction, unless the
+        backend has a cheaper way."""
+        return self.read()
 
     @abstractmethod
     def create_tables(self) -> None:
@@ -228,11 +300,15 @@ class Backend(ABC):
         )
         return [(row["name"], row["tbl"]) for row in sql.fetchall()]
 
-    def guard_reads(self, tables: Sequence[str]) -> None:  # noqa: B027 - SQLite needs none
+    def guard_reads(self, tables: Sequence[str]) -> None:
         """Have every read transaction from now on lock ``tables`` (the projections'
-        tables, in one fixed order) before it reads anything. Only PostgreSQL needs it:
-        see :meth:`PostgresBackend.guard_reads`. A SQLite reader's snapshot covers the
-        schema too, so a table replaced under it is still the old one to it."""
+        tables, in one fixed order) before it reads anything, and every one-statement
+        read name them in that order (:func:`lock_order_kept`). Only PostgreSQL needs
+        the lock: see :meth:`PostgresBackend.guard_reads`. A SQLite reader's snapshot
+        covers the schema too, so a table replaced under it is still the old one to it;
+        the order is checked there as well, so that either backend's tests find a read
+        that breaks it."""
+        self.guarded = tuple(tables)
 
     def lock_for_replace(  # noqa: B027 - SQLite's readers need no lock
         self, sql: Sql, tables: Sequence[str], patient: bool = True

@@ -383,6 +383,20 @@ class SQLiteBackend(Backend):
         finally:
             pool.put_connection(connection)
 
+    @contextmanager
+    def one_statement(self) -> Iterator[Sql]:
+        """Run :meth:`Backend.read_one`'s statement on a pooled connection in autocommit:
+        SQLite gives it a read transaction of its own, which ends when the statement
+        does (closing the cursor ends one whose rows were not all fetched)."""
+        pool = self.datastore.pool
+        connection = pool.get_connection(is_writer=False)
+        cursor = connection._sqlite_conn.cursor()
+        try:
+            yield SQLiteSql(cursor)
+        finally:
+            cursor.close()
+            pool.put_connection(connection)
+
     def scrub(self) -> None:
         """Checkpoint the WAL into the main file and truncate it.
 

@@ -193,7 +193,7 @@ class LedgerCore:
         """Return a memory (as known at ``known_at``); ``NotFound`` if unknown or forgotten."""
         key = as_id(memory_id, "memory_id")
         when = optional_utc(known_at, "known_at")
-        with translated_errors(), self.log.backend.read() as sql:
+        with translated_errors(), self.log.backend.read_one() as sql:
             return self.reader.get(sql, key, when)
 
     def _present(self, sql: Sql) -> datetime:

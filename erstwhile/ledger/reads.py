@@ -70,7 +70,10 @@ class Queries(LedgerCore):
         label_argument(attribute, "attribute")
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
-        with translated_errors(), self.log.backend.read() as sql:
+        # Given either instant, the answer is one statement; "now" reads the log's tip
+        # first, in the same snapshot (see _present).
+        backend = self.log.backend
+        with translated_errors(), backend.read_one() if valid or known else backend.read() as sql:
             return self.reader.facts(
                 sql,
                 subject,
@@ -87,7 +90,7 @@ class Queries(LedgerCore):
         hard-forgotten memory has none."""
         label_argument(subject, "subject", required=True)
         label_argument(attribute, "attribute")
-        with translated_errors(), self.log.backend.read() as sql:
+        with translated_errors(), self.log.backend.read_one() as sql:
             return self.reader.timeline(sql, subject, attribute)
 
     def events(

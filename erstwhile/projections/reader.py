@@ -302,7 +302,7 @@ class MemoryReader:
         sql.execute(
             "SELECT v.memory_id, v.kind, v.state, v.valid_from, v.valid_until, "
             "v.recorded_from, v.recorded_until, m.content, m.value "
-            "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+            "FROM memories m JOIN memory_versions v ON v.memory_id = m.id "
             f"WHERE {condition}",
             params,
         )
@@ -380,7 +380,7 @@ class MemoryReader:
         sql.execute(
             f"SELECT {JOINED_MEMORY_COLUMNS}, v.state AS v_state, v.valid_until AS v_valid_until, "
             "v.superseded_by AS v_superseded_by, s.memory_id AS v_older "
-            "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+            "FROM memories m JOIN memory_versions v ON v.memory_id = m.id "
             "LEFT JOIN memory_versions s ON s.superseded_by = v.memory_id "
             "AND s.recorded_from <= ? AND s.recorded_until > ? "
             "LEFT JOIN memories o ON o.id = s.memory_id "

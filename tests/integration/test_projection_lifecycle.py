@@ -762,6 +762,68 @@ def test_a_read_begun_before_a_swap_keeps_what_it_saw(
 
 
 @pytest.mark.postgres
+def test_a_point_read_that_meets_a_swap_waits_and_sees_it_whole(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A point read (``get``, ``facts`` at an instant, ``timeline``) is one statement in
+    no transaction of its own making: it takes its snapshot once it holds its tables. One
+    that meets a swap holding them waits, then sees the swap whole, a memory only the
+    swap's own transaction folded in too. So even on a server whose default isolation
+    is REPEATABLE READ, which would take the snapshot before the wait: the ledger's
+    connections run READ COMMITTED."""
+    monkeypatch.setenv("PGOPTIONS", "-c default_transaction_isolation=repeatable\\ read")
+    writer = Ledger.open(postgres_url, namespace="acme", actor="writer")
+    reader = Ledger.open(postgres_url, namespace="acme", actor="reader")
+    writer.remember("The office is in Lisbon", subject="office", valid_from=MAR)
+    written, swapped, release = [], threading.Event(), threading.Event()
+    finish, swap = ProjectionRunner.finish_catching_up, ProjectionRunner._swap
+
+    def then_a_write(self: ProjectionRunner, *args: Any) -> None:
+        finish(self, *args)  # the build has caught up: only the swap folds what follows
+        written.append(writer.remember("The office moved to Berlin", subject="office",
+                                       valid_from=JUL))  # fmt: skip
+
+    def swap_then_wait(self: ProjectionRunner, *args: Any, **kwargs: Any) -> None:
+        swap(self, *args, **kwargs)
+        swapped.set()
+        release.wait(timeout=10)  # the swap's transaction holds the tables meanwhile
+
+    monkeypatch.setattr(ProjectionRunner, "finish_catching_up", then_a_write)
+    monkeypatch.setattr(ProjectionRunner, "_swap", swap_then_wait)
+    rebuild = threading.Thread(target=lambda: writer.rebuild("memories"))
+    rebuild.start()
+    seen: dict[str, Any] = {}
+    try:
+        assert swapped.wait(timeout=10)
+        reads = threading.Thread(target=lambda: seen.update(
+            get=reader.get(written[0].id).content,
+            facts=[m.content for m in reader.facts("office", as_of="2026-08-01T00:00:00Z")],
+            timeline=[r.content for r in reader.timeline("office")],
+        ))  # fmt: skip
+        reads.start()
+        schema = postgres_url.split("schema=")[1]
+        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as watcher:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not watcher.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "WHERE NOT l.granted AND c.relnamespace = %s::regnamespace", (schema,),
+            ).fetchone()[0]:  # fmt: skip
+                time.sleep(0.01)  # until the read waits for the swap
+            assert time.monotonic() < deadline
+    finally:
+        release.set()
+        rebuild.join(timeout=30)
+    reads.join(timeout=30)
+    assert seen == {
+        "get": "The office moved to Berlin",
+        "facts": ["The office moved to Berlin", "The office is in Lisbon"],
+        "timeline": ["The office is in Lisbon", "The office moved to Berlin"],
+    }
+    writer.close()
+    reader.close()
+
+
+@pytest.mark.postgres
 def test_a_long_read_during_a_swap_holds_up_no_other_read(postgres_url: str) -> None:
     """A rebuild's swap must wait for the reads in flight (they lock the tables), and
     reads begun meanwhile queue behind it: one long read would hold them all up. The

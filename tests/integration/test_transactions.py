@@ -21,6 +21,7 @@ import pytest
 
 from erstwhile import ConcurrencyConflict, Kind
 from erstwhile.eventstore import Backend, Sql, open_backend, postgres, translated_errors
+from erstwhile.eventstore.backend import lock_order_kept
 
 CLAIM = (
     "INSERT INTO erstwhile_idempotency (namespace, idempotency_key, fingerprint, memory_id) "
@@ -170,6 +171,54 @@ def typed_rows(postgres: bool) -> list[tuple[Any, ...]]:
 def create_typed_rows(sql: Sql, postgres: bool) -> None:
     sql.execute(TYPED.format(blob="BYTEA" if postgres else "BLOB",
                              uuid="UUID" if postgres else "TEXT"))  # fmt: skip
+
+
+def test_a_one_statement_read_answers_and_refuses_a_second(backend: Backend) -> None:
+    with backend.write() as sql:
+        sql.execute(CLAIM, row("a"))
+    with backend.read_one() as sql:
+        sql.execute("SELECT idempotency_key FROM erstwhile_idempotency")
+        assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
+        with pytest.raises(RuntimeError, match="second statement"):
+            sql.execute("SELECT idempotency_key FROM erstwhile_idempotency")
+        with pytest.raises(RuntimeError, match="writes nothing"):
+            sql.executemany(CLAIM, [row("b")])
+    assert claims(backend) == ["a"]
+
+
+def test_a_one_statement_read_names_guarded_tables_in_the_swaps_order(backend: Backend) -> None:
+    """A statement that met ``memory_versions`` before ``memories`` could hold the one
+    and wait for the other while a swap held the other and waited for the one."""
+    backend.guard_reads(["memories", "memory_versions"])
+    out_of_order = "SELECT 1 FROM memory_versions v JOIN memories m ON m.id = v.memory_id"
+    with pytest.raises(RuntimeError, match="out of the order"), backend.read_one() as sql:
+        sql.execute(out_of_order)
+    in_order = (
+        "SELECT 1 FROM memories m JOIN memory_versions v ON v.memory_id = m.id "
+        "LEFT JOIN memories o ON o.id = v.superseded_by"  # met again: held already
+    )
+    with backend.write() as sql:
+        sql.execute("CREATE TABLE memories (id TEXT)")
+        sql.execute("CREATE TABLE memory_versions (memory_id TEXT, superseded_by TEXT)")
+    with backend.read_one() as sql:
+        sql.execute(in_order)
+        assert sql.fetchall() == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "kept"),
+    [
+        ("SELECT * FROM memories m JOIN proposals p ON p.older_id = m.id", True),
+        ("SELECT * FROM proposals p JOIN memories m ON p.older_id = m.id", False),
+        ("SELECT * FROM erstwhile_events e JOIN memories m ON m.position = e.position", True),
+        ("select * from memory_versions where memory_id in (select id from memories)", False),
+        ("SELECT * FROM memories WHERE id IN (SELECT memory_id FROM memory_versions)", True),
+    ],
+)
+def test_the_lock_order_is_read_from_the_tables_each_statement_first_names(
+    statement: str, kept: bool
+) -> None:
+    assert lock_order_kept(statement, ["memories", "memory_versions", "proposals"]) is kept
 
 
 def test_many_rows_arrive_exactly_as_given(backend: Backend) -> None:
