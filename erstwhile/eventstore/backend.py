@@ -83,7 +83,7 @@ class OneStatement(PassingSql):
     and it refuses a statement that names the projections' tables out of the order a
     rebuild's swap locks them in (see :func:`lock_order_kept`)."""
 
-    def __init__(self, sql: Sql, guarded: Sequence[str]) -> None:
+    def __init__(self, sql: Sql, guarded: tuple[str, ...]) -> None:
         super().__init__(sql)
         self._guarded = guarded
         self._ran = False
@@ -110,7 +110,7 @@ TABLE_NAMED = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)", re.IGNORECASE)
 _ORDER_KEPT: dict[tuple[str, tuple[str, ...]], bool] = {}
 
 
-def lock_order_kept(statement: str, guarded: Sequence[str]) -> bool:
+def lock_order_kept(statement: str, guarded: tuple[str, ...]) -> bool:
     """Whether ``statement`` first names the ``guarded`` tables (after ``FROM`` and
     ``JOIN``) in their order: each one after those before it in ``guarded``.
 
@@ -122,7 +122,7 @@ def lock_order_kept(statement: str, guarded: Sequence[str]) -> bool:
     ``PostgresBackend.guard_reads``); a one-statement read names them in it. (A table
     named in a select list before ``FROM`` is met after it: such a statement is refused,
     though it would keep the order.)"""
-    key = (statement, tuple(guarded))
+    key = (statement, guarded)
     kept = _ORDER_KEPT.get(key)
     if kept is None:
         rank = {table: place for place, table in enumerate(guarded)}

@@ -70,17 +70,15 @@ class Queries(LedgerCore):
         label_argument(attribute, "attribute")
         known = optional_utc(known_at, "known_at")
         valid = optional_utc(as_of, "as_of")
-        # Given either instant, the answer is one statement; "now" reads the log's tip
-        # first, in the same snapshot (see _present).
-        backend = self.log.backend
-        with translated_errors(), backend.read_one() if valid or known else backend.read() as sql:
+        with translated_errors(), self.log.backend.read_one() as sql:
             return self.reader.facts(
                 sql,
                 subject,
                 attribute,
-                valid_at=valid or known or self._present(sql),
+                valid_at=valid or known,
                 known_at=known,
                 include_archived=valid is not None,
+                now=self.now(),
             )
 
     def timeline(self, subject: str, attribute: str | None = None) -> list[Rectangle]:

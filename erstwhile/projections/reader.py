@@ -270,14 +270,26 @@ class MemoryReader:
         sql: Sql,
         subject: str,
         attribute: str | None,
-        valid_at: datetime,
+        valid_at: datetime | None,
         known_at: datetime | None,
         include_archived: bool,
+        now: datetime | None = None,
     ) -> list[Memory]:
-        """Return the memories about ``subject`` whose window contains ``valid_at``."""
-        conditions = ["v.subject_key = ?", "v.valid_from <= ?", "v.valid_until > ?"]
-        instant = to_micros(valid_at)
-        params: list[Any] = [normalise_label(subject), instant, instant]
+        """Return the memories about ``subject`` whose window contains ``valid_at``, or
+        (None) the present: ``now`` (the clock), or the log's last recorded instant
+        where that is later (:data:`PRESENT`), so that one statement answers."""
+        if valid_at is None:
+            if now is None:
+                raise ValueError("facts of the present need the clock's now")
+            instant, given = PRESENT, to_micros(now)
+        else:
+            instant, given = "?", to_micros(valid_at)
+        conditions = [
+            "v.subject_key = ?",
+            f"v.valid_from <= {instant}",
+            f"v.valid_until > {instant}",
+        ]
+        params: list[Any] = [normalise_label(subject), given, given]
         if attribute is not None:
             conditions.append("v.attribute_key = ?")
             params.append(normalise_label(attribute))
@@ -419,6 +431,17 @@ class MemoryReader:
             for row in sql.fetchall():
                 found.setdefault(row["superseded_by"], []).append(UUID(row["memory_id"]))
         return found
+
+
+PRESENT = (
+    "(SELECT MAX(instant) FROM (SELECT CAST(? AS BIGINT) AS instant UNION ALL "
+    "SELECT recorded_at FROM (SELECT recorded_at FROM erstwhile_events "
+    "ORDER BY position DESC LIMIT 1) AS tip) AS instants)"
+)
+"""The instant "now" means to a read, inside its statement (see ``LedgerCore._present``):
+the clock's, given as the parameter, unless the log's last event was recorded later
+(a write is recorded at its clock's instant, but after the one before it), read in the
+statement's own snapshot. Both databases compute it once per statement."""
 
 
 def _linked_query(ids: Sequence[str]) -> tuple[str, list[Any]]:

@@ -218,7 +218,7 @@ def test_a_one_statement_read_names_guarded_tables_in_the_swaps_order(backend: B
 def test_the_lock_order_is_read_from_the_tables_each_statement_first_names(
     statement: str, kept: bool
 ) -> None:
-    assert lock_order_kept(statement, ["memories", "memory_versions", "proposals"]) is kept
+    assert lock_order_kept(statement, ("memories", "memory_versions", "proposals")) is kept
 
 
 def test_many_rows_arrive_exactly_as_given(backend: Backend) -> None:
