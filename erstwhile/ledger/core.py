@@ -110,7 +110,7 @@ class LedgerCore:
         projections = core_projections(log.backend.dialect)
         self.runner = ProjectionRunner(log, projections)
         self.memories_projection = next(p for p in projections if isinstance(p, MemoriesProjection))
-        self.reader = MemoryReader(namespace)
+        self.reader = MemoryReader(namespace, log.backend.dialect)
         self.search_index = SearchProjection(log.backend.dialect)
 
     @classmethod

@@ -35,12 +35,11 @@ class Queries(LedgerCore):
 
     def history(self, memory_id: UUID | str) -> History:
         """Return a memory with what superseded it and what it superseded (one level),
-        read in one transaction (forgotten neighbours are left out)."""
+        read in one statement (forgotten neighbours are left out)."""
         key = as_id(memory_id, "memory_id")
-        with translated_errors(), self.log.backend.read() as sql:
-            memory = self.reader.get(sql, key)
-            successor_ids = [memory.superseded_by] if memory.superseded_by else []
-            linked = {m.id: m for m in self.reader.visible(sql, successor_ids + memory.supersedes)}
+        with translated_errors(), self.log.backend.read_one() as sql:
+            memory, neighbours = self.reader.history(sql, key)
+        linked = {m.id: m for m in neighbours}
         return History(
             memory=memory,
             superseded_by=linked.get(memory.superseded_by) if memory.superseded_by else None,
@@ -52,9 +51,9 @@ class Queries(LedgerCore):
 
         Forgotten memories are walked through (the links stay) but not returned.
         """
-        start = self.get(memory_id).id
-        with translated_errors(), self.log.backend.read() as sql:
-            return self.reader.visible(sql, self.reader.lineage(sql, start))
+        key = as_id(memory_id, "memory_id")
+        with translated_errors(), self.log.backend.read_one() as sql:
+            return self.reader.chain(sql, key)
 
     def facts(
         self,
