@@ -765,12 +765,12 @@ def test_a_read_begun_before_a_swap_keeps_what_it_saw(
 def test_a_point_read_that_meets_a_swap_waits_and_sees_it_whole(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A point read (``get``, ``facts`` at an instant, ``timeline``) is one statement in
-    no transaction of its own making: it takes its snapshot once it holds its tables. One
-    that meets a swap holding them waits, then sees the swap whole, a memory only the
-    swap's own transaction folded in too. So even on a server whose default isolation
-    is REPEATABLE READ, which would take the snapshot before the wait: the ledger's
-    connections run READ COMMITTED."""
+    """A point read (``get``, ``facts``, ``timeline``, ``history``, ``chain``) is one
+    statement in no transaction of its own making: it takes its snapshot once it holds
+    its tables. One that meets a swap holding them waits, then sees the swap whole, a
+    memory only the swap's own transaction folded in too. So even on a server whose
+    default isolation is REPEATABLE READ, which would take the snapshot before the
+    wait: the ledger's connections run READ COMMITTED."""
     monkeypatch.setenv("PGOPTIONS", "-c default_transaction_isolation=repeatable\\ read")
     writer = Ledger.open(postgres_url, namespace="acme", actor="writer")
     reader = Ledger.open(postgres_url, namespace="acme", actor="reader")
@@ -799,6 +799,8 @@ def test_a_point_read_that_meets_a_swap_waits_and_sees_it_whole(
             get=reader.get(written[0].id).content,
             facts=[m.content for m in reader.facts("office", as_of="2026-08-01T00:00:00Z")],
             timeline=[r.content for r in reader.timeline("office")],
+            history=reader.history(written[0].id).memory.content,
+            chain=[m.content for m in reader.chain(written[0].id)],
         ))  # fmt: skip
         reads.start()
         schema = postgres_url.split("schema=")[1]
@@ -818,6 +820,8 @@ def test_a_point_read_that_meets_a_swap_waits_and_sees_it_whole(
         "get": "The office moved to Berlin",
         "facts": ["The office moved to Berlin", "The office is in Lisbon"],
         "timeline": ["The office is in Lisbon", "The office moved to Berlin"],
+        "history": "The office moved to Berlin",
+        "chain": ["The office moved to Berlin"],
     }
     writer.close()
     reader.close()
