@@ -121,7 +121,10 @@ def lock_order_kept(statement: str, guarded: tuple[str, ...]) -> bool:
     A read transaction locks them all up front, in that order (see
     ``PostgresBackend.guard_reads``); a one-statement read names them in it. (A table
     named in a select list before ``FROM`` is met after it: such a statement is refused,
-    though it would keep the order.)"""
+    though it would keep the order.) The names are read as the ledger writes its
+    statements: unquoted, each after ``FROM`` or ``JOIN`` (a comma join or a quoted name
+    would go unseen), any ``WITH`` inside a subquery (a plan checked again locks a
+    leading ``WITH``'s tables after the main query's)."""
     key = (statement, guarded)
     kept = _ORDER_KEPT.get(key)
     if kept is None:

@@ -700,11 +700,12 @@ class PostgresBackend(Backend):
         is in autocommit), outside pipeline mode: its own implicit transaction. A read
         transaction's ``BEGIN``, ``LOCK`` and ``COMMIT`` in a pipeline cost more than a
         point query itself (a bare lookup by subject: 284 against 101 µs, 236 against
-        64 µs of the client's CPU; at 10k memories, p50 of ``get`` 0.45 to 0.56 ms
-        against 0.24, of ``facts`` as of a valid time 0.53 to 0.56 against 0.31 to 0.40).
+        64 µs of the client's CPU; at 10k memories, p50 of ``get`` 0.43 to 0.56 ms
+        against 0.24 to 0.27, of ``facts`` as of a valid time 0.46 to 0.56 against 0.31
+        to 0.40).
 
         It needs no ``LOCK`` ahead (see :meth:`guard_reads`): under READ COMMITTED, which
-        every connection sets for itself, PostgreSQL takes the statement's snapshot after
+        every connection sets as its default, PostgreSQL takes the statement's snapshot after
         it has locked its tables, so a swap that committed while it waited for one is
         seen whole; and a statement that names them in the swap's order cannot deadlock
         with it (:func:`~erstwhile.eventstore.backend.lock_order_kept`)."""
@@ -714,7 +715,19 @@ class PostgresBackend(Backend):
             except BaseException:
                 if connection.broken:
                     self._drop_lost_connections()
+                else:
+                    self._forget_prepared(connection)
                 raise
+
+    @staticmethod
+    def _forget_prepared(connection: Connection[Any]) -> None:
+        """After a statement failed outside a transaction, drop the connection's prepared
+        statements, as a read transaction's ROLLBACK drops them (psycopg forgets its own
+        at a ``DEALLOCATE ALL``): one prepared against a table a swap replaced with other
+        column types ("cached plan must not change result type") then fails once per
+        connection, not at every read that connection serves."""
+        with suppress(psycopg.Error):
+            connection.execute("DEALLOCATE ALL", prepare=False)
 
     def build_index(self, statement: str) -> None:
         """See :meth:`Backend.build_index`; without the write lock, since no write

@@ -390,11 +390,13 @@ class SQLiteBackend(Backend):
         does (closing the cursor ends one whose rows were not all fetched)."""
         pool = self.datastore.pool
         connection = pool.get_connection(is_writer=False)
-        cursor = connection._sqlite_conn.cursor()
         try:
-            yield SQLiteSql(cursor)
+            cursor = connection._sqlite_conn.cursor()
+            try:
+                yield SQLiteSql(cursor)
+            finally:
+                cursor.close()
         finally:
-            cursor.close()
             pool.put_connection(connection)
 
     def scrub(self) -> None:

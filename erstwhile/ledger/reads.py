@@ -77,7 +77,7 @@ class Queries(LedgerCore):
                 valid_at=valid or known,
                 known_at=known,
                 include_archived=valid is not None,
-                now=self.now(),
+                now=None if valid or known else self.now(),
             )
 
     def timeline(self, subject: str, attribute: str | None = None) -> list[Rectangle]:

@@ -472,7 +472,9 @@ PRESENT = (
 """The instant "now" means to a read, inside its statement (see ``LedgerCore._present``):
 the clock's, given as the parameter, unless the log's last event was recorded later
 (a write is recorded at its clock's instant, but after the one before it), read in the
-statement's own snapshot. Both databases compute it once per statement."""
+statement's own snapshot. ``facts`` uses it twice, and each use is computed once per
+statement (a subquery that reads no row of the query: SQLite runs it once, PostgreSQL
+as an InitPlan)."""
 
 
 def _linked_query(where: str, params: Sequence[Any]) -> tuple[str, list[Any]]:

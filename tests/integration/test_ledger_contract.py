@@ -481,6 +481,20 @@ def test_facts_rules_for_now_as_of_and_known_at(ledger: Ledger, clock: ManualClo
     assert ledger.facts("nobody") == []
 
 
+def test_facts_at_a_given_instant_leave_the_clock_alone(
+    ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``as_of`` or ``known_at`` says when: the clock is read for "now" only."""
+    old = supabase(ledger)
+    readings: list[datetime] = []
+    monkeypatch.setattr(ledger, "_clock", lambda: readings.append(clock()) or readings[-1])
+    assert [m.id for m in ledger.facts("team", as_of=JUL)] == [old.id]  # type: ignore[attr-defined]
+    assert [m.id for m in ledger.facts("team", known_at=clock())] == [old.id]  # type: ignore[attr-defined]
+    assert readings == []
+    assert [m.id for m in ledger.facts("team")] == [old.id]  # type: ignore[attr-defined]
+    assert len(readings) == 1
+
+
 def test_a_future_supersession_leaves_the_older_true_until_then(
     ledger: Ledger, clock: ManualClock
 ) -> None:

@@ -14,7 +14,7 @@ import threading
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -761,19 +761,36 @@ def test_a_read_begun_before_a_swap_keeps_what_it_saw(
     reader.close()
 
 
+POINT_READS: dict[str, Callable[[Ledger, Any], object]] = {
+    "get": lambda reader, berlin: reader.get(berlin.id).content,
+    "facts now": lambda reader, berlin: [m.content for m in reader.facts("office")],
+    "facts as of": lambda reader, berlin: [
+        m.content for m in reader.facts("office", as_of="2026-08-01T00:00:00Z")
+    ],
+    "facts known at": lambda reader, berlin: [
+        m.content for m in reader.facts("office", known_at=berlin.recorded_at)
+    ],
+    "timeline": lambda reader, berlin: [r.content for r in reader.timeline("office")],
+    "history": lambda reader, berlin: reader.history(berlin.id).memory.content,
+    "chain": lambda reader, berlin: [m.content for m in reader.chain(berlin.id)],
+}
+
+
 @pytest.mark.postgres
-def test_a_point_read_that_meets_a_swap_waits_and_sees_it_whole(
+def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A point read (``get``, ``facts``, ``timeline``, ``history``, ``chain``) is one
     statement in no transaction of its own making: it takes its snapshot once it holds
-    its tables. One that meets a swap holding them waits, then sees the swap whole, a
+    its tables. Each that meets a swap holding them waits, then sees the swap whole, a
     memory only the swap's own transaction folded in too. So even on a server whose
     default isolation is REPEATABLE READ, which would take the snapshot before the
-    wait: the ledger's connections run READ COMMITTED."""
+    wait: the ledger's connections default to READ COMMITTED."""
     monkeypatch.setenv("PGOPTIONS", "-c default_transaction_isolation=repeatable\\ read")
     writer = Ledger.open(postgres_url, namespace="acme", actor="writer")
-    reader = Ledger.open(postgres_url, namespace="acme", actor="reader")
+    readers = {
+        name: Ledger.open(postgres_url, namespace="acme", actor=name) for name in POINT_READS
+    }
     writer.remember("The office is in Lisbon", subject="office", valid_from=MAR)
     written, swapped, release = [], threading.Event(), threading.Event()
     finish, swap = ProjectionRunner.finish_catching_up, ProjectionRunner._swap
@@ -793,38 +810,65 @@ def test_a_point_read_that_meets_a_swap_waits_and_sees_it_whole(
     rebuild = threading.Thread(target=lambda: writer.rebuild("memories"))
     rebuild.start()
     seen: dict[str, Any] = {}
+    reads = [
+        threading.Thread(target=lambda n=name, f=read: seen.update({n: f(readers[n], written[0])}))
+        for name, read in POINT_READS.items()
+    ]
     try:
         assert swapped.wait(timeout=10)
-        reads = threading.Thread(target=lambda: seen.update(
-            get=reader.get(written[0].id).content,
-            facts=[m.content for m in reader.facts("office", as_of="2026-08-01T00:00:00Z")],
-            timeline=[r.content for r in reader.timeline("office")],
-            history=reader.history(written[0].id).memory.content,
-            chain=[m.content for m in reader.chain(written[0].id)],
-        ))  # fmt: skip
-        reads.start()
+        for thread in reads:
+            thread.start()
         schema = postgres_url.split("schema=")[1]
         with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as watcher:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not watcher.execute(
-                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
-                "WHERE NOT l.granted AND c.relnamespace = %s::regnamespace", (schema,),
-            ).fetchone()[0]:  # fmt: skip
-                time.sleep(0.01)  # until the read waits for the swap
-            assert time.monotonic() < deadline
+            deadline, waiting = time.monotonic() + 10, 0
+            while time.monotonic() < deadline and waiting < len(reads):
+                waiting = watcher.execute(
+                    "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_class c "
+                    "ON c.oid = l.relation WHERE NOT l.granted "
+                    "AND c.relnamespace = %s::regnamespace", (schema,),
+                ).fetchone()[0]  # fmt: skip
+                time.sleep(0.01)  # until every read waits for the swap
+            assert waiting == len(reads)
     finally:
         release.set()
         rebuild.join(timeout=30)
-    reads.join(timeout=30)
+    for thread in reads:
+        thread.join(timeout=30)
+    both = ["The office moved to Berlin", "The office is in Lisbon"]
     assert seen == {
-        "get": "The office moved to Berlin",
-        "facts": ["The office moved to Berlin", "The office is in Lisbon"],
-        "timeline": ["The office is in Lisbon", "The office moved to Berlin"],
-        "history": "The office moved to Berlin",
-        "chain": ["The office moved to Berlin"],
-    }
-    writer.close()
-    reader.close()
+        "get": "The office moved to Berlin", "facts now": both, "facts as of": both,
+        "facts known at": both, "timeline": both[::-1],
+        "history": "The office moved to Berlin", "chain": ["The office moved to Berlin"],
+    }  # fmt: skip
+    for ledger in (writer, *readers.values()):
+        ledger.close()
+
+
+@pytest.mark.postgres
+def test_a_point_read_prepared_before_a_columns_type_changed_fails_once(
+    postgres_url: str,
+) -> None:
+    """A statement prepared on a pooled connection names its columns; a swap that
+    replaces a table with one whose column has another type makes PostgreSQL refuse it
+    ("cached plan must not change result type"). The failed read drops the connection's
+    prepared statements, as a read transaction's ROLLBACK does, so the next read on that
+    connection is planned afresh instead of failing again."""
+    with Ledger.open(postgres_url, namespace="acme", actor="tester") as ledger:
+        memory = ledger.remember("The office is in Lisbon", subject="office")
+        for _ in range(60):  # prepared by now on every pooled connection serving them
+            ledger.get(memory.id)
+        schema = postgres_url.split("schema=")[1]
+        with psycopg.connect(postgres_url.split("?")[0], autocommit=True) as other:
+            other.execute(f"ALTER TABLE {schema}.memories ALTER COLUMN actor TYPE VARCHAR(200)")
+        outcomes = []
+        for _ in range(20):
+            try:
+                outcomes.append(ledger.get(memory.id).content)
+            except StoreUnavailable:
+                outcomes.append("failed")
+        connections = ledger.log.backend.datastore.pool.get_stats()["pool_size"]
+    assert 1 <= outcomes.count("failed") <= connections  # once per connection at most
+    assert outcomes[-10:] == ["The office is in Lisbon"] * 10
 
 
 @pytest.mark.postgres

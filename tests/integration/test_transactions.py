@@ -21,7 +21,6 @@ import pytest
 
 from erstwhile import ConcurrencyConflict, Kind
 from erstwhile.eventstore import Backend, Sql, open_backend, postgres, translated_errors
-from erstwhile.eventstore.backend import lock_order_kept
 
 CLAIM = (
     "INSERT INTO erstwhile_idempotency (namespace, idempotency_key, fingerprint, memory_id) "
@@ -203,22 +202,6 @@ def test_a_one_statement_read_names_guarded_tables_in_the_swaps_order(backend: B
     with backend.read_one() as sql:
         sql.execute(in_order)
         assert sql.fetchall() == []
-
-
-@pytest.mark.parametrize(
-    ("statement", "kept"),
-    [
-        ("SELECT * FROM memories m JOIN proposals p ON p.older_id = m.id", True),
-        ("SELECT * FROM proposals p JOIN memories m ON p.older_id = m.id", False),
-        ("SELECT * FROM erstwhile_events e JOIN memories m ON m.position = e.position", True),
-        ("select * from memory_versions where memory_id in (select id from memories)", False),
-        ("SELECT * FROM memories WHERE id IN (SELECT memory_id FROM memory_versions)", True),
-    ],
-)
-def test_the_lock_order_is_read_from_the_tables_each_statement_first_names(
-    statement: str, kept: bool
-) -> None:
-    assert lock_order_kept(statement, ("memories", "memory_versions", "proposals")) is kept
 
 
 def test_many_rows_arrive_exactly_as_given(backend: Backend) -> None:
