@@ -712,22 +712,24 @@ class PostgresBackend(Backend):
         with self.datastore.get_connection() as connection:
             try:
                 yield SoloSql(connection.cursor())
-            except BaseException:
+            except BaseException as error:
                 if connection.broken:
                     self._drop_lost_connections()
-                else:
+                elif isinstance(error, psycopg.Error):  # not a refusal of what was read
                     self._forget_prepared(connection)
                 raise
 
     @staticmethod
     def _forget_prepared(connection: Connection[Any]) -> None:
         """After a statement failed outside a transaction, drop the connection's prepared
-        statements, as a read transaction's ROLLBACK drops them (psycopg forgets its own
-        at a ``DEALLOCATE ALL``): one prepared against a table a swap replaced with other
-        column types ("cached plan must not change result type") then fails once per
-        connection, not at every read that connection serves."""
+        statements, as a read transaction's ROLLBACK drops them: one prepared against a
+        table a swap replaced with other column types ("cached plan must not change
+        result type") then fails once per connection, not at every read that connection
+        serves. psycopg forgets its own when it sees the ``DEALLOCATE ALL`` go through
+        its cache of statements (so not with ``prepare=False``, which would leave it
+        naming statements the server no longer has)."""
         with suppress(psycopg.Error):
-            connection.execute("DEALLOCATE ALL", prepare=False)
+            connection.execute("DEALLOCATE ALL")
 
     def build_index(self, statement: str) -> None:
         """See :meth:`Backend.build_index`; without the write lock, since no write

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import unicodedata
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -842,6 +843,25 @@ def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
     }  # fmt: skip
     for ledger in (writer, *readers.values()):
         ledger.close()
+
+
+@pytest.mark.postgres
+def test_a_point_read_refused_leaves_its_connections_statements_prepared(
+    postgres_url: str,
+) -> None:
+    """A point read that finds nothing is refused (``NotFound``) after its statement
+    ran: the connection keeps its prepared statements, and every kind of read goes on
+    (dropping them there, psycopg's cache and the server's once disagreed, and the next
+    read of a prepared statement failed)."""
+    with Ledger.open(postgres_url, namespace="acme", actor="tester") as ledger:
+        memory = ledger.remember("The office is in Lisbon", subject="office")
+        for _ in range(30):  # prepared on every pooled connection serving them
+            assert ledger.head() == memory.position and ledger.get(memory.id)
+        for _ in range(10):
+            with pytest.raises(NotFound):
+                ledger.get(uuid.uuid4())
+            assert ledger.head() == memory.position  # a read transaction's statement
+            assert ledger.get(memory.id).content == "The office is in Lisbon"
 
 
 @pytest.mark.postgres
