@@ -257,10 +257,7 @@ class MemoryReader:
         """Return a visible memory as known at ``known_at`` (latest by default);
         ``NotFound`` if this namespace holds no such memory, or it was forgotten."""
         if known_at is None:
-            row, olders = self._one_linked(sql, memory_id)
-            if not _shown(row):
-                raise _forgotten(memory_id)
-            return memory_from_row(row, olders)
+            return self._visible_one(self._linked_by_id(sql, [str(memory_id)]), memory_id)
         known = self._select_linked(
             sql, "v.memory_id = ?", [str(memory_id)], to_micros(known_at), order=""
         )
@@ -334,7 +331,7 @@ class MemoryReader:
         the rows of every memory it reaches (a chain took three, in two transactions)."""
         rows = self._linked_rows(sql, self._in_lineage, [str(memory_id)])
         self._visible_one(rows, memory_id)
-        return self._shown(rows)
+        return self._shown_in_order(rows)
 
     def history(self, sql: Sql, memory_id: UUID) -> tuple[Memory, list[Memory]]:
         """Return a visible memory and its neighbours one level each way, those not
@@ -348,7 +345,8 @@ class MemoryReader:
             [str(memory_id)] * 3 + [LATEST, LATEST],
         )
         memory = self._visible_one(rows, memory_id)
-        return memory, self._shown([pair for pair in rows if pair[0]["id"] != str(memory_id)])
+        neighbours = [pair for pair in rows if pair[0]["id"] != str(memory_id)]
+        return memory, self._shown_in_order(neighbours)
 
     def _visible_one(self, rows: list[tuple[Any, list[UUID]]], memory_id: UUID) -> Memory:
         """The memory ``memory_id`` among ``rows``, refused as :meth:`get` refuses it."""
@@ -360,7 +358,7 @@ class MemoryReader:
             raise _forgotten(memory_id)
         return memory_from_row(row, olders)
 
-    def _shown(self, rows: list[tuple[Any, list[UUID]]]) -> list[Memory]:
+    def _shown_in_order(self, rows: list[tuple[Any, list[UUID]]]) -> list[Memory]:
         """The memories of ``rows`` this namespace shows, in log order."""
         kept = [pair for pair in rows if pair[0]["namespace"] == self.namespace and _shown(pair[0])]
         kept.sort(key=lambda pair: pair[0]["position"])
@@ -383,7 +381,7 @@ class MemoryReader:
         and the rows, then their links, took two statements). They are
         found by id alone and their namespace checked here: with the namespace in the
         query, SQLite (which keeps no statistics) walked the namespace's index."""
-        return self._shown(self._linked_by_id(sql, [str(memory_id) for memory_id in ids]))
+        return self._shown_in_order(self._linked_by_id(sql, [str(memory_id) for memory_id in ids]))
 
     def _linked_by_id(self, sql: Sql, ids: Sequence[str]) -> list[tuple[Any, list[UUID]]]:
         """The ``memories`` rows of these ids (any namespace, any state), each with the
