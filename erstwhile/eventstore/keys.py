@@ -178,9 +178,13 @@ class KeyRing:
     def fetch_by_text(self, sql: Sql, memory_ids: Iterable[str]) -> dict[str, bytes]:
         """:meth:`fetch` with the ids as text, as the log's records carry them (a batch
         being decoded then turns no id into text and back)."""
+        return self.opened(_stored(sql, memory_ids))
+
+    def opened(self, found: Iterable[tuple[str, Any, int]]) -> dict[str, bytes]:
+        """The keys found as stored (memory id as text, key bytes, wrapped), unwrapped."""
         return {
-            memory_id: self._unwrap(memory_id, stored, wrapped)
-            for memory_id, stored, wrapped in _stored(sql, memory_ids)
+            memory_id: self._unwrap(memory_id, bytes(stored), wrapped)
+            for memory_id, stored, wrapped in found
         }
 
     def present(self, sql: Sql, memory_ids: Iterable[str]) -> set[str]:

@@ -635,6 +635,65 @@ def test_verify_finds_a_key_that_no_longer_opens_its_memory(
                     assert auditor.verify().ok
 
 
+def test_events_open_each_memory_with_its_own_key(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page of events reads each memory's key with its events, in one statement: over
+    pages, wrapped or not, each event opens with its own memory's key, an erased one
+    reads as erased, a key that does not open its memory's events stops the stream at
+    them, and a wrapped key needs the master key."""
+
+    def contents(ledger: Ledger, **selection: Any) -> list[Any]:
+        return [e.data and e.data["content"] for e in ledger.events(**selection)
+                if e.type == "Asserted"]  # fmt: skip
+
+    def set_key(ledger: Ledger, memory_id: Any, key: bytes) -> None:
+        with ledger.log.backend.write() as sql:
+            sql.execute("UPDATE erstwhile_keys SET key_bytes = ? WHERE memory_id = ?",
+                        [key, str(memory_id)])  # fmt: skip
+
+    def key_of(ledger: Ledger, memory_id: Any) -> bytes:
+        with ledger.log.backend.read() as sql:
+            sql.execute("SELECT key_bytes FROM erstwhile_keys WHERE memory_id = ?",
+                        [str(memory_id)])  # fmt: skip
+            return bytes(sql.fetchone()["key_bytes"])
+
+    for master in (None, new_master_key()):
+        if master is not None:
+            monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+        url = store_url if master is None else store_url.replace("schema=", "schema=w")
+        if url.startswith("sqlite:///"):
+            url = url.replace(".db", "-wrapped.db") if master else url
+        written = [f"note {n} about the launch" for n in range(120)]  # pages of 50, then 200
+        with Ledger.open(url, namespace="acme", actor="alice") as ledger:
+            made = ledger.remember_many([{"content": text} for text in written])
+            other = Ledger.open(url, namespace="other", actor="bob")
+            theirs = other.remember("another namespace's note")
+            assert contents(ledger) == written
+            assert contents(ledger, memory_id=made[70].id) == [written[70]]
+            with pytest.raises(NotFound):
+                list(ledger.events(memory_id=theirs.id))
+            ledger.forget(made[3].id, hard=True)
+            assert contents(ledger) == [*written[:3], None, *written[4:]]
+            set_key(ledger, made[60].id, key_of(ledger, made[61].id))  # another's key
+            # (A wrapped key is bound to its memory: it no longer unwraps.)
+            broken = "position 61 .*cannot be read" if master is None else "does not unwrap"
+            with pytest.raises(StoreUnavailable, match=broken):
+                contents(ledger)
+            with pytest.raises(StoreUnavailable, match=broken):
+                contents(ledger, memory_id=made[60].id)
+            assert contents(ledger, memory_id=made[61].id) == [written[61]]
+            assert contents(other) == ["another namespace's note"]
+            other.close()
+            if master is not None:  # without the master key, a wrapped key is not read
+                monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+                with (
+                    Ledger.open(url, namespace="acme") as auditor,
+                    pytest.raises(StoreUnavailable, match="wrapped"),
+                ):
+                    contents(auditor, memory_id=made[0].id)
+
+
 def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path) -> None:
     """A chain cannot prove its own tail, but the projections say how far they applied
     the log; the next write, which found its own events folded already, failed with a

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 import pytest
@@ -334,3 +335,34 @@ def test_postgresql_probes_a_chains_memories_by_key(postgres_url: str) -> None:
         finally:
             postgres.SoloSql.execute = execute  # type: ignore[method-assign]
     assert plans and not [step for step in plans if "Seq Scan on memories" in step]
+
+
+@pytest.mark.postgres
+def test_postgresql_reads_a_page_of_events_with_their_keys_by_key(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page of events reads each memory's key with it. Joined plainly, PostgreSQL
+    hashed every row of ``erstwhile_keys`` for a page of 50 events (a scan that grows
+    with the store); each event probes the keys' index instead."""
+    from erstwhile.eventstore import postgres
+
+    with Ledger.open(postgres_url, namespace="acme", actor="tester") as ledger:
+        made = ledger.remember_many({"content": f"note {n}"} for n in range(2_000))
+        with ledger.log.backend.write() as sql:  # statistics that tell the keys are many
+            sql.execute("ANALYZE erstwhile_keys")
+            sql.execute("ANALYZE erstwhile_events")
+        plans: list[str] = []
+        execute = postgres.SoloSql.execute
+
+        def explaining(self: Any, statement: str, params: Any = ()) -> None:
+            query = postgres.PostgresSql._convert(statement)
+            rows = self.raw.connection.execute(f"EXPLAIN {query}", params).fetchall()
+            plans.extend(row["QUERY PLAN"] for row in rows)
+            execute(self, statement, params)
+
+        monkeypatch.setattr(postgres.SoloSql, "execute", explaining)
+        assert [e.data and e.data["content"] for e in ledger.events(memory_id=made[7].id)] == [
+            "note 7"
+        ]
+        assert len(list(islice(ledger.events(after=100), 60))) == 60  # two pages
+    assert plans and not [step for step in plans if "Seq Scan on erstwhile_keys" in step]
