@@ -32,7 +32,7 @@ class Curation(LedgerCore):
 
     def proposals(self) -> list[Proposal]:
         """Return the open proposals whose memories are both still current."""
-        with translated_errors(), self.log.backend.read() as sql:
+        with translated_errors(), self.log.backend.read_one() as sql:
             rows = recall.open_proposals(sql, self.namespace)
         # Ids go in as stored: the model parses them faster than Python does.
         return [
@@ -129,10 +129,8 @@ class Curation(LedgerCore):
     def knows(self, later_id: UUID | str, earlier_id: UUID | str) -> bool:
         """Whether ``later_id`` was written knowing ``earlier_id`` (by vector clocks)."""
         later, earlier = as_id(later_id, "later_id"), as_id(earlier_id, "earlier_id")
-        with translated_errors(), self.log.backend.read() as sql:  # one snapshot for both
-            self.reader.prefetch_vector_clock(sql, earlier)  # with the first read
-            later_clock = self.reader.vector_clock(sql, later)
-            earlier_clock = self.reader.vector_clock(sql, earlier)
+        with translated_errors(), self.log.backend.read_one() as sql:  # one snapshot for both
+            later_clock, earlier_clock = self.reader.vector_clocks(sql, [later, earlier])
         return clock_dominates(later_clock, earlier_clock)
 
     def _proposal_ahead(self, key: UUID) -> Callable[[Sql], None]:

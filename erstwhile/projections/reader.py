@@ -227,27 +227,26 @@ class MemoryReader:
             raise self._unknown(memory_id)
         return found[0]
 
-    def prefetch_vector_clock(self, sql: Sql, memory_id: UUID) -> None:
-        """Send :meth:`vector_clock`'s read ahead (see :meth:`Sql.prefetch`)."""
-        sql.prefetch(*self._clock_query(memory_id))
-
-    def vector_clock(self, sql: Sql, memory_id: UUID) -> dict[str, int]:
-        """Return a visible memory's vector clock, refused as :meth:`get` refuses it,
-        without building the memory."""
-        sql.execute(*self._clock_query(memory_id))
-        row = sql.fetchone()
-        if row is None:
-            raise self._unknown(memory_id)
-        if not _shown(row):
-            raise _forgotten(memory_id)
-        clock: dict[str, int] = _json(row["vector_clock"]) or {}
-        return clock
-
-    def _clock_query(self, memory_id: UUID) -> tuple[str, tuple[str, str]]:
-        return (
-            "SELECT vector_clock, state, erased_at FROM memories WHERE id = ? AND namespace = ?",
-            (str(memory_id), self.namespace),
+    def vector_clocks(self, sql: Sql, memory_ids: Sequence[UUID]) -> list[dict[str, int]]:
+        """Return visible memories' vector clocks, in the order asked, in one statement,
+        without building the memories; each memory refused as :meth:`get` refuses it,
+        the first one asked first."""
+        asked = list(dict.fromkeys(str(memory_id) for memory_id in memory_ids))
+        sql.execute(
+            "SELECT id, vector_clock, state, erased_at FROM memories "
+            f"WHERE id IN ({marks(asked)}) AND namespace = ?",
+            [*asked, self.namespace],
         )
+        found = {str(row["id"]): row for row in sql.fetchall()}
+        clocks = []
+        for memory_id in memory_ids:
+            row = found.get(str(memory_id))
+            if row is None:
+                raise self._unknown(memory_id)
+            if not _shown(row):
+                raise _forgotten(memory_id)
+            clocks.append(_json(row["vector_clock"]) or {})
+        return clocks
 
     def _unknown(self, memory_id: UUID) -> NotFound:
         """The refusal of a memory this namespace does not hold."""

@@ -774,6 +774,8 @@ POINT_READS: dict[str, Callable[[Ledger, Any], object]] = {
     "timeline": lambda reader, berlin: [r.content for r in reader.timeline("office")],
     "history": lambda reader, berlin: reader.history(berlin.id).memory.content,
     "chain": lambda reader, berlin: [m.content for m in reader.chain(berlin.id)],
+    "knows": lambda reader, berlin: reader.knows(berlin.id, berlin.id),
+    "proposals": lambda reader, berlin: reader.proposals(),
 }
 
 
@@ -781,7 +783,8 @@ POINT_READS: dict[str, Callable[[Ledger, Any], object]] = {
 def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A point read (``get``, ``facts``, ``timeline``, ``history``, ``chain``) is one
+    """A point read (``get``, ``facts``, ``timeline``, ``history``, ``chain``, ``knows``,
+    ``proposals``) is one
     statement in no transaction of its own making: it takes its snapshot once it holds
     its tables. Each that meets a swap holding them waits, then sees the swap whole, a
     memory only the swap's own transaction folded in too. So even on a server whose
@@ -840,6 +843,7 @@ def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
         "get": "The office moved to Berlin", "facts now": both, "facts as of": both,
         "facts known at": both, "timeline": both[::-1],
         "history": "The office moved to Berlin", "chain": ["The office moved to Berlin"],
+        "knows": True, "proposals": [],
     }  # fmt: skip
     for ledger in (writer, *readers.values()):
         ledger.close()
