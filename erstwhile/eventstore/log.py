@@ -506,8 +506,9 @@ class EventLog:
         return [claim for claim in found if claim is not None]
 
     def head(self) -> int:
-        """Return the position of the latest event (0 for an empty log)."""
-        with translated_errors(), self.backend.read() as sql:
+        """Return the position of the latest event (0 for an empty log), in one
+        statement (no read transaction around it: see :meth:`Backend.read_one`)."""
+        with translated_errors(), self.backend.read_one() as sql:
             return self.tip(sql).position
 
     def read(

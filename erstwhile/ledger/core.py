@@ -328,5 +328,5 @@ class LedgerCore:
         ]  # fmt: skip
 
     def _has_key(self, memory_id: UUID) -> bool:
-        with translated_errors(), self.log.backend.read() as sql:
+        with translated_errors(), self.log.backend.read_one() as sql:
             return self.log.keyring.exists(sql, memory_id)
