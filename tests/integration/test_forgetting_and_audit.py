@@ -603,17 +603,7 @@ def test_verify_finds_a_key_that_no_longer_opens_its_memory(
             sql.execute("SELECT memory_id, key_bytes FROM erstwhile_keys")
             return {str(row["memory_id"]): bytes(row["key_bytes"]) for row in sql.fetchall()}
 
-    def set_key(ledger: Ledger, memory_id: Any, key: bytes) -> None:
-        with ledger.log.backend.write() as sql:
-            sql.execute("UPDATE erstwhile_keys SET key_bytes = ? WHERE memory_id = ?",
-                        [key, str(memory_id)])  # fmt: skip
-
-    for master in (None, new_master_key()):
-        if master is not None:
-            monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
-        url = store_url if master is None else store_url.replace("schema=", "schema=w")
-        if url.startswith("sqlite:///"):
-            url = url.replace(".db", "-wrapped.db") if master else url
+    for master, url in plain_then_wrapped(store_url, monkeypatch):
         with Ledger.open(url, namespace="acme", actor="alice") as ledger:
             first = ledger.remember("The team uses Supabase", subject="team")
             second = ledger.remember("The team moved to AWS", subject="team")
@@ -647,23 +637,13 @@ def test_events_open_each_memory_with_its_own_key(
         return [e.data and e.data["content"] for e in ledger.events(**selection)
                 if e.type == "Asserted"]  # fmt: skip
 
-    def set_key(ledger: Ledger, memory_id: Any, key: bytes) -> None:
-        with ledger.log.backend.write() as sql:
-            sql.execute("UPDATE erstwhile_keys SET key_bytes = ? WHERE memory_id = ?",
-                        [key, str(memory_id)])  # fmt: skip
-
     def key_of(ledger: Ledger, memory_id: Any) -> bytes:
         with ledger.log.backend.read() as sql:
             sql.execute("SELECT key_bytes FROM erstwhile_keys WHERE memory_id = ?",
                         [str(memory_id)])  # fmt: skip
             return bytes(sql.fetchone()["key_bytes"])
 
-    for master in (None, new_master_key()):
-        if master is not None:
-            monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
-        url = store_url if master is None else store_url.replace("schema=", "schema=w")
-        if url.startswith("sqlite:///"):
-            url = url.replace(".db", "-wrapped.db") if master else url
+    for master, url in plain_then_wrapped(store_url, monkeypatch):
         written = [f"note {n} about the launch" for n in range(120)]  # pages of 50, then 200
         with Ledger.open(url, namespace="acme", actor="alice") as ledger:
             made = ledger.remember_many([{"content": text} for text in written])
@@ -1297,6 +1277,27 @@ def test_keys_can_be_wrapped_with_a_master_key(
 
 def new_master_key() -> str:
     return base64.urlsafe_b64encode(os.urandom(32)).decode()
+
+
+def plain_then_wrapped(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str | None, str]]:
+    """The test's store, its keys plain; then a store of its own whose keys are wrapped,
+    with a new master key set from then on: ``(master key or None, url)`` each."""
+    for master in (None, new_master_key()):
+        if master is not None:
+            monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+        url = store_url if master is None else store_url.replace("schema=", "schema=w")
+        if url.startswith("sqlite:///"):
+            url = url.replace(".db", "-wrapped.db") if master else url
+        yield master, url
+
+
+def set_key(ledger: Ledger, memory_id: Any, key: bytes) -> None:
+    """Change a memory's stored key behind the ledger's back."""
+    with ledger.log.backend.write() as sql:
+        sql.execute("UPDATE erstwhile_keys SET key_bytes = ? WHERE memory_id = ?",
+                    [key, str(memory_id)])  # fmt: skip
 
 
 def key_rows(ledger: Ledger) -> list[int]:

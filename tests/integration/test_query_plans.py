@@ -301,14 +301,34 @@ def test_a_write_asks_for_a_wrapped_key_through_their_index(
     )
 
 
+@contextmanager
+def explained_on_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Record the plan steps of every one-statement read the ledger runs on PostgreSQL
+    meanwhile (see :meth:`PostgresBackend.one_statement`)."""
+    from erstwhile.eventstore import postgres
+
+    plans: list[str] = []
+    execute = postgres.SoloSql.execute
+
+    def explaining(self: Any, statement: str, params: Any = ()) -> None:
+        query = postgres.PostgresSql._convert(statement)
+        rows = self.raw.connection.execute(f"EXPLAIN {query}", params).fetchall()
+        plans.extend(row["QUERY PLAN"] for row in rows)
+        execute(self, statement, params)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(postgres.SoloSql, "execute", explaining)
+        yield plans
+
+
 @pytest.mark.postgres
-def test_postgresql_probes_a_chains_memories_by_key(postgres_url: str) -> None:
+def test_postgresql_probes_a_chains_memories_by_key(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """PostgreSQL cannot tell how few memories the recursive walk of a lineage finds:
     asked for the memories ``IN`` the walk, it joined the walk to every row of
     ``memories`` (a sequential scan, 2 ms at 10k). ``chain`` hands it the walk as an
     array, whose ids it looks up by key."""
-    from erstwhile.eventstore import postgres
-
     with Ledger.open(postgres_url, namespace="acme", actor="tester") as ledger:
         latest: list[Any] = [None] * 1_000  # a lineage of five versions per subject
         for version in range(5):
@@ -320,20 +340,8 @@ def test_postgresql_probes_a_chains_memories_by_key(postgres_url: str) -> None:
         first = ledger.remember("Orion runs on Postgres", subject="orion")
         second = ledger.revise(first.id, "Orion runs on MySQL")
         ledger.revise(second.id, "Orion runs on Spanner")
-        plans: list[str] = []
-        execute = postgres.SoloSql.execute
-
-        def explaining(self: Any, statement: str, params: Any = ()) -> None:
-            query = postgres.PostgresSql._convert(statement)
-            rows = self.raw.connection.execute(f"EXPLAIN {query}", params).fetchall()
-            plans.extend(row["QUERY PLAN"] for row in rows)
-            execute(self, statement, params)
-
-        postgres.SoloSql.execute = explaining  # type: ignore[method-assign]
-        try:
+        with explained_on_postgres(monkeypatch) as plans:
             assert [m.content for m in ledger.chain(second.id)][-1] == "Orion runs on Spanner"
-        finally:
-            postgres.SoloSql.execute = execute  # type: ignore[method-assign]
     assert plans and not [step for step in plans if "Seq Scan on memories" in step]
 
 
@@ -344,25 +352,13 @@ def test_postgresql_reads_a_page_of_events_with_their_keys_by_key(
     """A page of events reads each memory's key with it. Joined plainly, PostgreSQL
     hashed every row of ``erstwhile_keys`` for a page of 50 events (a scan that grows
     with the store); each event probes the keys' index instead."""
-    from erstwhile.eventstore import postgres
-
     with Ledger.open(postgres_url, namespace="acme", actor="tester") as ledger:
         made = ledger.remember_many({"content": f"note {n}"} for n in range(2_000))
         with ledger.log.backend.write() as sql:  # statistics that tell the keys are many
             sql.execute("ANALYZE erstwhile_keys")
             sql.execute("ANALYZE erstwhile_events")
-        plans: list[str] = []
-        execute = postgres.SoloSql.execute
-
-        def explaining(self: Any, statement: str, params: Any = ()) -> None:
-            query = postgres.PostgresSql._convert(statement)
-            rows = self.raw.connection.execute(f"EXPLAIN {query}", params).fetchall()
-            plans.extend(row["QUERY PLAN"] for row in rows)
-            execute(self, statement, params)
-
-        monkeypatch.setattr(postgres.SoloSql, "execute", explaining)
-        assert [e.data and e.data["content"] for e in ledger.events(memory_id=made[7].id)] == [
-            "note 7"
-        ]
-        assert len(list(islice(ledger.events(after=100), 60))) == 60  # two pages
+        with explained_on_postgres(monkeypatch) as plans:
+            shown = [e.data and e.data["content"] for e in ledger.events(memory_id=made[7].id)]
+            assert shown == ["note 7"]
+            assert len(list(islice(ledger.events(after=100), 60))) == 60  # two pages
     assert plans and not [step for step in plans if "Seq Scan on erstwhile_keys" in step]
