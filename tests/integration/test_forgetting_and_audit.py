@@ -645,9 +645,11 @@ def test_events_open_each_memory_with_its_own_key(
 
     for master, url in plain_then_wrapped(store_url, monkeypatch):
         written = [f"note {n} about the launch" for n in range(120)]  # pages of 50, then 200
-        with Ledger.open(url, namespace="acme", actor="alice") as ledger:
+        with (
+            Ledger.open(url, namespace="acme", actor="alice") as ledger,
+            Ledger.open(url, namespace="other", actor="bob") as other,
+        ):
             made = ledger.remember_many([{"content": text} for text in written])
-            other = Ledger.open(url, namespace="other", actor="bob")
             theirs = other.remember("another namespace's note")
             assert contents(ledger) == written
             assert contents(ledger, memory_id=made[70].id) == [written[70]]
@@ -655,6 +657,8 @@ def test_events_open_each_memory_with_its_own_key(
                 list(ledger.events(memory_id=theirs.id))
             ledger.forget(made[3].id, hard=True)
             assert contents(ledger) == [*written[:3], None, *written[4:]]
+            ledger.archive(made[5].id)
+            archived = ledger.head()
             set_key(ledger, made[60].id, key_of(ledger, made[61].id))  # another's key
             # (A wrapped key is bound to its memory: it no longer unwraps.)
             broken = "position 61 .*cannot be read" if master is None else "does not unwrap"
@@ -664,14 +668,16 @@ def test_events_open_each_memory_with_its_own_key(
                 contents(ledger, memory_id=made[60].id)
             assert contents(ledger, memory_id=made[61].id) == [written[61]]
             assert contents(other) == ["another namespace's note"]
-            other.close()
-            if master is not None:  # without the master key, a wrapped key is not read
-                monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
-                with (
-                    Ledger.open(url, namespace="acme") as auditor,
-                    pytest.raises(StoreUnavailable, match="wrapped"),
-                ):
+        if master is not None:  # without the master key, a wrapped key is not read
+            monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+            with Ledger.open(url, namespace="acme") as auditor:
+                with pytest.raises(StoreUnavailable, match="wrapped"):
                     contents(auditor, memory_id=made[0].id)
+                # Only what is shown is opened: another namespace's memory is unknown
+                # here, and events that seal nothing read without the master key.
+                with pytest.raises(NotFound):
+                    list(auditor.events(memory_id=theirs.id))
+                assert [e.type for e in auditor.events(after=archived - 1)] == ["Archived"]
 
 
 def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path) -> None:

@@ -784,9 +784,8 @@ def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A point read (``get``, ``facts``, ``timeline``, ``history``, ``chain``, ``knows``,
-    ``proposals``) is one
-    statement in no transaction of its own making: it takes its snapshot once it holds
-    its tables. Each that meets a swap holding them waits, then sees the swap whole, a
+    ``proposals``) is one statement in no transaction of its own making: it takes its
+    snapshot once it holds its tables. Each that meets a swap holding them waits, then sees the swap whole, a
     memory only the swap's own transaction folded in too. So even on a server whose
     default isolation is REPEATABLE READ, which would take the snapshot before the
     wait: the ledger's connections default to READ COMMITTED."""
