@@ -165,14 +165,9 @@ def _undecodable(record: RecordedEvent, error: Exception) -> StoreUnavailable:
     )
 
 
-def _selected(rows: Sequence[Any], selection: EventFilter) -> list[RecordedEvent]:
-    """The records of stored rows, those of the selection's namespace (see
-    :meth:`EventFilter.admits`)."""
-    return [record for record, _ in _selected_rows(rows, selection)]
-
-
 def _selected_rows(rows: Sequence[Any], selection: EventFilter) -> list[tuple[RecordedEvent, Any]]:
-    """:func:`_selected`, each record with its row."""
+    """The records of stored rows, those of the selection's namespace (see
+    :meth:`EventFilter.admits`), each with its row."""
     try:
         pairs = [(RecordedEvent.from_row(row), row) for row in rows]
     except (TypeError, ValueError):
@@ -515,7 +510,8 @@ class EventLog:
         self, sql: Sql, selection: EventFilter, limit: int | None = None
     ) -> list[RecordedEvent]:
         """Return the selected events in log order, inside an open transaction."""
-        return _selected(self._rows(sql, selection, limit), selection)
+        rows = self._rows(sql, selection, limit)
+        return [record for record, _ in _selected_rows(rows, selection)]
 
     def rest_of_append(self, sql: Sql, last: RecordedEvent, page: int = 500) -> list[RecordedEvent]:
         """Return the events after ``last`` that the append which wrote it wrote too.

@@ -233,20 +233,15 @@ class MemoryReader:
         the first one asked first."""
         asked = list(dict.fromkeys(str(memory_id) for memory_id in memory_ids))
         sql.execute(
-            "SELECT id, vector_clock, state, erased_at FROM memories "
+            "SELECT id, namespace, vector_clock, state, erased_at FROM memories "
             f"WHERE id IN ({marks(asked)}) AND namespace = ?",
             [*asked, self.namespace],
         )
         found = {str(row["id"]): row for row in sql.fetchall()}
-        clocks = []
-        for memory_id in memory_ids:
-            row = found.get(str(memory_id))
-            if row is None:
-                raise self._unknown(memory_id)
-            if not _shown(row):
-                raise _forgotten(memory_id)
-            clocks.append(_json(row["vector_clock"]) or {})
-        return clocks
+        return [
+            _json(self._visible_row(found.get(str(memory_id)), memory_id)["vector_clock"]) or {}
+            for memory_id in memory_ids
+        ]
 
     def _unknown(self, memory_id: UUID) -> NotFound:
         """The refusal of a memory this namespace does not hold."""
@@ -350,12 +345,17 @@ class MemoryReader:
     def _visible_one(self, rows: list[tuple[Any, list[UUID]]], memory_id: UUID) -> Memory:
         """The memory ``memory_id`` among ``rows``, refused as :meth:`get` refuses it."""
         found = [pair for pair in rows if pair[0]["id"] == str(memory_id)]
-        if not found or found[0][0]["namespace"] != self.namespace:
+        row, olders = found[0] if found else (None, [])
+        return memory_from_row(self._visible_row(row, memory_id), olders)
+
+    def _visible_row(self, row: Any, memory_id: UUID) -> Any:
+        """``memory_id``'s ``memories`` row (None where none was found), refused as
+        :meth:`get` refuses it: unknown to this namespace, or forgotten."""
+        if row is None or row["namespace"] != self.namespace:
             raise self._unknown(memory_id)
-        row, olders = found[0]
         if not _shown(row):
             raise _forgotten(memory_id)
-        return memory_from_row(row, olders)
+        return row
 
     def _shown_in_order(self, rows: list[tuple[Any, list[UUID]]]) -> list[Memory]:
         """The memories of ``rows`` this namespace shows, in log order."""
