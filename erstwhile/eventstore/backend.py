@@ -51,6 +51,11 @@ class Sql(Protocol):
         before that ``execute`` changes. A read sent again before that ``execute`` is
         not sent twice: the first send answers. Elsewhere it does nothing."""
 
+    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
+        """Whether a read of this statement and these parameters was sent ahead
+        (:meth:`prefetch`) and its answer not taken yet: its ``execute`` would answer
+        with what was read then, not now. Always False where nothing is sent ahead."""
+
 
 class PassingSql:
     """:class:`Sql` that hands every call on to another: the base of the wrappers that
@@ -75,6 +80,9 @@ class PassingSql:
 
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         self._sql.prefetch(statement, params)
+
+    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
+        return self._sql.sent_ahead(statement, params)
 
 
 class OneStatement(PassingSql):

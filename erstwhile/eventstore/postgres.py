@@ -266,6 +266,9 @@ class SoloSql:
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         """Nothing to send ahead: the statement goes when it is executed."""
 
+    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
+        return False
+
 
 class PostgresSql:
     """:class:`Sql` over a psycopg cursor, turning ``?`` placeholders into ``%s``.
@@ -430,6 +433,12 @@ class PostgresSql:
         cursor = self.raw.connection.cursor()
         cursor.execute(self._convert(statement), params)
         self._early[key] = cursor
+
+    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
+        try:
+            return (statement, tuple(params)) in self._early
+        except TypeError:  # unhashable parameters (arrays) are never sent ahead
+            return False
 
     def _take_early(self, statement: str, params: Sequence[Any]) -> Cursor[DictRow] | None:
         try:

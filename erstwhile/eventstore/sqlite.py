@@ -240,6 +240,9 @@ class SQLiteSql:
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         """Nothing: a read costs no round trip here."""
 
+    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
+        return False
+
 
 # SQLite has no UUID type: UUIDs are stored as their canonical text. (An adapter, not a
 # conversion of every parameter in Python: sqlite3 consults it only for UUIDs.)

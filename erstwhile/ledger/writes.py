@@ -38,7 +38,7 @@ from erstwhile.eventstore import (
 from erstwhile.ledger.arguments import flag, optional_text
 from erstwhile.ledger.core import LedgerCore
 from erstwhile.projections.base import Folded
-from erstwhile.projections.candidates import candidates
+from erstwhile.projections.candidates import candidates, prefetch_candidates, probe_of_request
 from erstwhile.projections.reader import (
     LATEST,
     MemoryState,
@@ -361,6 +361,19 @@ class WriteCommands(LedgerCore):
                     "stored (retry)"
                 )
         self._ahead_of_append(sql)
+        self._prefetch_candidates(sql, planned, ids)
+
+    def _prefetch_candidates(
+        self, sql: Sql, plans: Sequence[WritePlan], ids: Sequence[UUID]
+    ) -> None:
+        """On PostgreSQL, send ahead the proposals fold's read of the new memories'
+        candidates, where it can go ahead: a write that supersedes nothing (see
+        :func:`prefetch_candidates`). Its answer then comes with the log's tip, and the
+        fold does not wait for the server to write the batch before it reads them."""
+        pipelined = self.log.backend.dialect == "postgresql"
+        if pipelined and self.sync_projections and not any(p.supersedes for p in plans):
+            probes = [probe_of_request(p.draft, i) for p, i in zip(plans, ids, strict=True)]
+            prefetch_candidates(sql, self.namespace, probes)
 
     def _retried(self, sql: Sql, plans: Sequence[WritePlan]) -> bool:
         """Whether this write is a retry whose first attempt has committed (the append

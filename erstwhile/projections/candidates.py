@@ -16,8 +16,8 @@ import orjson
 
 from erstwhile.domain.bar import ClaimView, compared_key
 from erstwhile.domain.events import Asserted
-from erstwhile.domain.memory import Kind, State, canonical_json
-from erstwhile.domain.time import Window, end_from_micros, from_micros
+from erstwhile.domain.memory import Kind, MemoryDraft, State, canonical_json
+from erstwhile.domain.time import OPEN_END, Window, end_from_micros, from_micros
 from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
 
 CLAIM_SELECT = (
@@ -103,6 +103,18 @@ def probe_of_event(record: RecordedEvent, event: Asserted) -> Probe:
     )
 
 
+def probe_of_request(draft: MemoryDraft, memory_id: UUID) -> Probe:
+    """The probe of a memory a write is about to assert, as :func:`probe_of_event` will
+    make it from the ``Asserted`` event built from ``draft``."""
+    return Probe(
+        str(memory_id),
+        draft.kind,
+        compared_key(draft.subject),
+        compared_key(draft.attribute),
+        draft.entities,
+    )
+
+
 Wanted = tuple[Sought, int]
 """A new claim and the recorded instant its candidates are to be found as known at."""
 
@@ -129,6 +141,19 @@ keeps the planner from flattening the subquery into a hash join, which it prefer
 few hundred pairs and which scans every version (4 ms at 10k memories, growing with the
 store, against 0.6 ms for 500 index probes)."""
 
+KNOWN_NOW_BY_PAIRS = (
+    "SELECT v.* FROM jsonb_array_elements(?::jsonb) AS k(pair) CROSS JOIN LATERAL ("
+    f"{KNOWN_SELECT}WHERE v.namespace = ? AND v.state = 'current' "
+    f"AND v.recorded_until = {OPEN_END} "
+    "AND v.subject_key = k.pair->>0 AND v.attribute_key = k.pair->>1 "
+    "AND v.memory_id <> k.pair->>2 OFFSET 0) AS v"
+)
+"""PostgreSQL: the versions open now that share a (subject, attribute) with a claim, but
+the claim's own, the claims as one JSON array of (subject, attribute, memory id): what
+:data:`KNOWN_BY_PAIRS` reads for a batch that asserts and closes nothing, in a statement
+whose parameters an append knows before it reads the log's tip, so it can be sent ahead
+(see :func:`prefetch_candidates`)."""
+
 
 def candidates(
     sql: Sql, namespace: str, newer: ClaimView, known: int, dialect: str
@@ -139,13 +164,16 @@ def candidates(
 
 
 def candidates_many(
-    sql: Sql, namespace: str, wanted: Sequence[Wanted], dialect: str
+    sql: Sql, namespace: str, wanted: Sequence[Wanted], dialect: str, only_assertions: bool = False
 ) -> list[list[ClaimView]]:
     """:func:`candidates` for many claims at once (a batch being folded), with a few
     queries for the whole batch instead of a few per claim.
 
     The versions are fetched for the span of the instants asked about and then sifted
     per claim in Python, so each claim sees exactly what was known at its own instant.
+    ``only_assertions``: the batch being folded holds ``Asserted`` events only, which
+    lets an append's fold take the versions sharing a key from the read it sent ahead
+    (see :func:`prefetch_candidates`).
     """
     revisable = [(claim, known) for claim, known in wanted if claim.kind.revisable]
     if not revisable:
@@ -154,8 +182,14 @@ def candidates_many(
     members = _entity_members(sql, namespace, [c for c, _ in revisable if c.entities])
     named = sorted({memory_id for names in members.values() for memory_id, _ in names})
     keyed = [c for c, _ in revisable if c.keyed]
-    by_key = _by_key_pairs if dialect == "postgresql" else _by_key
-    versions = VersionIndex(by_key(sql, span, keyed) + _by_id(sql, span, named))
+    if dialect != "postgresql":
+        by_key = _by_key(sql, span, keyed)
+    elif only_assertions and sql.sent_ahead(*(now := _known_now(namespace, keyed))):
+        sql.execute(*now)
+        by_key = sql.fetchall()
+    else:
+        by_key = _by_key_pairs(sql, span, keyed)
+    versions = VersionIndex(by_key + _by_id(sql, span, named))
     matched = [versions.matches(claim, known, members) for claim, known in wanted]
     claims = _current_claims(sql, sorted({m for ids in matched for m in ids}))
     # An erased memory (a fold that met its assertion after the hard forget) has no
@@ -267,6 +301,32 @@ def _by_key_pairs(sql: Sql, span: list[Any], keyed: list[Sought]) -> list[Any]:
     pairs = [[subject, attribute, bound] for (subject, attribute), bound in sorted(bounds.items())]
     sql.execute(KNOWN_BY_PAIRS, [orjson.dumps(pairs).decode(), *span])
     return sql.fetchall()
+
+
+def prefetch_candidates(sql: Sql, namespace: str, probes: Sequence[Sought]) -> None:
+    """Inside an append (on PostgreSQL), before the log's tip is read: send ahead the read
+    of the stored versions sharing a key with the claims that the append's fold of
+    ``probes`` (its new memories, nothing else in the batch) will make, so the fold waits
+    for no round trip of its own. It is left unsent where two claims share a key: each
+    would then need the other's version, which the batch writes after this read.
+
+    What is read then is what the fold's own read (:func:`_by_key_pairs`) would find:
+    the append holds the write lock, and folds only when the projections have applied
+    the whole log (so nothing in them is newer than the tip), and a batch of assertions
+    closes no version. So a version current at some instant of the batch is one open
+    now, and one recorded before the batch is one stored now (the claims' own excepted,
+    which sifting drops anyway)."""
+    keyed = [p for p in probes if p.kind.revisable and p.keyed]
+    keys = {(p.subject_key, p.attribute_key) for p in keyed}
+    if keyed and len(keys) == len(keyed):
+        sql.prefetch(*_known_now(namespace, keyed))
+
+
+def _known_now(namespace: str, keyed: Sequence[Sought]) -> tuple[str, list[Any]]:
+    """:data:`KNOWN_NOW_BY_PAIRS` and its parameters for these claims, alike whether the
+    claims come from requests (:func:`prefetch_candidates`) or from their events."""
+    claims = sorted([str(c.subject_key), str(c.attribute_key), str(c.id)] for c in keyed)
+    return KNOWN_NOW_BY_PAIRS, [orjson.dumps(claims).decode(), namespace]
 
 
 def _by_id(sql: Sql, span: list[Any], ids: list[str]) -> list[Any]:

@@ -83,6 +83,7 @@ class ProposalsProjection(Projection):
     def _proposed(self, sql: Sql, batch: Folded) -> dict[int, list[tuple[str, str, float]]]:
         """For each ``Asserted`` (by position): the (pair id, older id, confidence) of
         every memory it might replace, as the ledger knew them at that instant."""
+        only_assertions = all(isinstance(event, Asserted) for _, event in batch)
         by_namespace: dict[str, list[tuple[RecordedEvent, Asserted]]] = {}
         for record, event in batch:
             if isinstance(event, Asserted) and not event.erased:
@@ -91,7 +92,7 @@ class ProposalsProjection(Projection):
         for namespace, asserted in by_namespace.items():
             wanted = [(probe_of_event(record, event), record.recorded_micros)
                       for record, event in asserted]  # fmt: skip
-            olders = candidates_many(sql, namespace, wanted, self.dialect)
+            olders = candidates_many(sql, namespace, wanted, self.dialect, only_assertions)
             for (record, event), candidates in zip(asserted, olders, strict=True):
                 if not candidates:
                     continue

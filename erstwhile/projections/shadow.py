@@ -99,6 +99,9 @@ class ShadowSql(PassingSql):
     def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
         self._sql.prefetch(self._rewrite(statement), params)
 
+    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
+        return self._sql.sent_ahead(self._rewrite(statement), params)
+
 
 class WithoutIndexes(PassingSql):
     """:class:`Sql` for a projection's ``create`` that leaves out some indexes by name:

@@ -804,6 +804,65 @@ def test_a_structured_claim_reads_only_the_unstructured_members_of_its_entities(
     assert (note.id, loose.id) in [(p.older_id, p.newer_id) for p in ledger.proposals()]
 
 
+def test_candidates_read_ahead_of_an_append_are_those_its_fold_reads(
+    open_ledger: OpenLedger,
+) -> None:
+    """On PostgreSQL a write that supersedes nothing sends its candidates' read ahead of
+    its batch (one wait fewer). Under the write lock, for a batch of assertions whose
+    keys differ, what comes back must be what the fold's own read finds: the versions
+    open now that share a key, not closed ones, not another namespace's. With two claims
+    sharing a key nothing is sent ahead (each must meet the other)."""
+    from erstwhile.domain.memory import parse_draft
+    from erstwhile.domain.time import to_micros
+    from erstwhile.eventstore import EventFilter
+    from erstwhile.projections.candidates import (
+        _known_now,
+        candidates_many,
+        prefetch_candidates,
+        probe_of_event,
+        probe_of_request,
+    )
+
+    ledger = open_ledger(namespace="acme")
+    porto = keyed(ledger, "Ana lives in Porto", "Porto", MAR, subject="Ana")
+    faro = keyed(ledger, "Bo lives in Faro", "Faro", MAR, subject="Bo")
+    ledger.archive(faro.id)
+    lagos = keyed(ledger, "Cy lives in Lagos", "Lagos", MAR, subject="Cy")
+    braga = ledger.revise(lagos.id, "Cy lives in Braga", value="Braga", at=APR)
+    open_ledger(namespace="other").remember(
+        "Ana lives in Beja", subject="Ana", attribute="city", kind="preference", value="Beja"
+    )
+    named = ledger.remember("Ame\u0301lie lives in Tavira", subject="  Ame\u0301lie ",
+                           attribute="City", kind="preference", value="Tavira")  # fmt: skip
+    ((record, event),) = ledger.log.events(EventFilter(memory_id=named.id))
+    draft = parse_draft({"content": "x", "subject": "  Ame\u0301lie ", "attribute": "City",
+                         "kind": "preference"})  # fmt: skip
+    assert probe_of_request(draft, named.id) == probe_of_event(record, event)
+
+    def probes(*subjects: str) -> list[Any]:
+        return [
+            probe_of_request(parse_draft({"content": f"{s} moved", "subject": s,
+                                          "attribute": "city", "kind": "preference"}), uuid4())
+            for s in subjects
+        ]  # fmt: skip
+
+    dialect = ledger.log.backend.dialect
+    later = to_micros(ledger.now()) + 1_000_000
+    asked = probes("Ana", "Bo", "Cy", "Dee")
+    with ledger.log.backend.write() as sql:
+        prefetch_candidates(sql, "acme", asked)
+        assert sql.sent_ahead(*_known_now("acme", asked)) is (dialect == "postgresql")
+        wanted = [(probe, later) for probe in asked]
+        ahead = candidates_many(sql, "acme", wanted, dialect, only_assertions=True)
+        assert not sql.sent_ahead(*_known_now("acme", asked))
+        read_now = candidates_many(sql, "acme", wanted, dialect)
+        sharing = probes("Ana", "ana")
+        prefetch_candidates(sql, "acme", sharing)
+        assert not sql.sent_ahead(*_known_now("acme", sharing))
+    assert [[c.id for c in found] for found in ahead] == [[porto.id], [], [braga.id], []]
+    assert ahead == read_now
+
+
 def test_both_sides_must_be_current(ledger: Ledger) -> None:
     lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
     ledger.archive(lisbon.id)

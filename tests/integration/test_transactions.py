@@ -116,6 +116,9 @@ def test_a_read_sent_ahead_answers_the_same_read_later(backend: Backend) -> None
         sql.execute(CLAIM, row("b"))
         sql.prefetch(KEY_OF, ("a",))
         sql.prefetch(KEY_OF, ("b",))
+        sent_ahead = backend.dialect == "postgresql"
+        assert sql.sent_ahead(KEY_OF, ("a",)) is sent_ahead
+        assert not sql.sent_ahead(KEY_OF, ("c",))
         # a read of other parameters, and one whose parameters cannot be a key (an
         # array on PostgreSQL), run as usual while reads sent ahead wait
         sql.execute(KEY_OF, ("c",))
@@ -130,6 +133,7 @@ def test_a_read_sent_ahead_answers_the_same_read_later(backend: Backend) -> None
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["b"]
         sql.execute(KEY_OF, ("a",))
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
+        assert not sql.sent_ahead(KEY_OF, ("a",))  # taken
         sql.execute(KEY_OF, ("a",))  # taken once: this one runs again
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["a"]
         # A read sent again before it is taken is sent once: the first send answers (so
@@ -138,7 +142,6 @@ def test_a_read_sent_ahead_answers_the_same_read_later(backend: Backend) -> None
         sql.execute(CLAIM, row("d"))
         sql.prefetch(KEY_OF, ("d",))
         sql.execute(KEY_OF, ("d",))
-        sent_ahead = backend.dialect == "postgresql"
         assert [r["idempotency_key"] for r in sql.fetchall()] == ([] if sent_ahead else ["d"])
         sql.execute(KEY_OF, ("d",))
         assert [r["idempotency_key"] for r in sql.fetchall()] == ["d"]
