@@ -143,7 +143,11 @@ store, against 0.6 ms for 500 index probes)."""
 
 KNOWN_NOW_BY_PAIRS = (
     "SELECT v.* FROM jsonb_array_elements(?::jsonb) AS k(pair) CROSS JOIN LATERAL ("
-    f"{KNOWN_SELECT}WHERE v.namespace = ? AND v.state = 'current' "
+    "SELECT v.memory_id, v.subject_key, v.attribute_key, v.kind, v.recorded_from, "
+    "v.recorded_until, m.id, v.state, m.entities, m.valid_from, v.valid_until, m.value, "
+    "m.content, m.confidence, m.position, m.erased_at IS NULL AS claimed "
+    "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
+    "WHERE v.namespace = ? AND v.state = 'current' "
     f"AND v.recorded_until = {OPEN_END} "
     "AND v.subject_key = k.pair->>0 AND v.attribute_key = k.pair->>1 "
     "AND v.memory_id <> k.pair->>2 OFFSET 0) AS v"
@@ -152,7 +156,9 @@ KNOWN_NOW_BY_PAIRS = (
 the claim's own, the claims as one JSON array of (subject, attribute, memory id): what
 :data:`KNOWN_BY_PAIRS` reads for a batch that asserts and closes nothing, in a statement
 whose parameters an append knows before it reads the log's tip, so it can be sent ahead
-(see :func:`prefetch_candidates`)."""
+(see :func:`prefetch_candidates`). Each row carries its memory's claim too (what
+``CLAIM_SELECT`` reads; ``claimed`` where the memory is not erased), which such a batch
+leaves as it is: a candidate found by key then costs the fold no read of its own."""
 
 
 def candidates(
@@ -182,16 +188,18 @@ def candidates_many(
     members = _entity_members(sql, namespace, [c for c, _ in revisable if c.entities])
     named = sorted({memory_id for names in members.values() for memory_id, _ in names})
     keyed = [c for c, _ in revisable if c.keyed]
+    claims: dict[str, ClaimView] = {}
     if dialect != "postgresql":
         by_key = _by_key(sql, span, keyed)
     elif only_assertions and sql.sent_ahead(*(now := _known_now(namespace, keyed))):
         sql.execute(*now)
         by_key = sql.fetchall()
+        claims = {row["id"]: claim_from_row(row) for row in by_key if row["claimed"]}
     else:
         by_key = _by_key_pairs(sql, span, keyed)
     versions = VersionIndex(by_key + _by_id(sql, span, named))
     matched = [versions.matches(claim, known, members) for claim, known in wanted]
-    claims = _current_claims(sql, sorted({m for ids in matched for m in ids}))
+    claims.update(_current_claims(sql, sorted({m for ids in matched for m in ids} - set(claims))))
     # An erased memory (a fold that met its assertion after the hard forget) has no
     # claim left to compare: it is no candidate.
     return [

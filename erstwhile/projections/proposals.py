@@ -17,7 +17,7 @@ from erstwhile.domain.events import (
     Superseded,
     proposal_key,
 )
-from erstwhile.eventstore import RecordedEvent, Sql, in_lists, marks
+from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.candidates import candidates_many, claim_from_event, probe_of_event
@@ -51,19 +51,18 @@ class ProposalsProjection(Projection):
 
     def apply_many(self, sql: Sql, batch: Folded) -> None:
         """Fold a batch: find every new claim's candidates in a few queries for the
-        whole batch, then record each pair that clears the bar, in log order."""
+        whole batch, then record each pair that clears the bar, in log order. A pair
+        already recorded (a fold that repeats) is left as it is, by the INSERT itself:
+        reading the pairs first cost a write that proposes one a wait for the server."""
         proposed = self._proposed(sql, batch)
-        known = self._existing(sql, [pair for pairs in proposed.values() for pair, *_ in pairs])
         buffered = BufferedSql(sql)
         for record, event in batch:
             if isinstance(event, Asserted):
                 for pair, older, confidence in proposed.get(record.position, []):
-                    if pair in known:
-                        continue
-                    known.add(pair)
                     buffered.execute(
                         "INSERT INTO proposals (id, namespace, older_id, newer_id, confidence, "
-                        "status, position) VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                        "status, position) VALUES (?, ?, ?, ?, ?, 'open', ?) "
+                        "ON CONFLICT (id) DO NOTHING",
                         (pair, record.namespace, older, record.memory_key, confidence,
                          record.position),
                     )  # fmt: skip
@@ -103,14 +102,6 @@ class ProposalsProjection(Projection):
                         older_key = str(older.id)
                         pair = proposal_key(older_key, newer_key)
                         pairs.append((pair, older_key, newer.confidence))
-        return found
-
-    def _existing(self, sql: Sql, pairs: list[str]) -> set[str]:
-        """The pairs already recorded (a fold that repeats is a no-op)."""
-        found: set[str] = set()
-        for chunk in in_lists(pairs):
-            sql.execute(f"SELECT id FROM proposals WHERE id IN ({marks(chunk)})", chunk)
-            found.update(str(row["id"]) for row in sql.fetchall())
         return found
 
     def _set_status(self, sql: Sql, pair: str, status: str) -> None:

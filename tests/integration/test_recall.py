@@ -904,6 +904,34 @@ def test_rejection_is_recorded_and_survives_a_rebuild(ledger: Ledger) -> None:
         ledger.accept("00000000-0000-0000-0000-000000000000")
 
 
+def test_a_fold_of_the_proposals_that_repeats_leaves_each_pair_as_it_was(
+    ledger: Ledger,
+) -> None:
+    """Folding the same assertions again (the proposals' position forgotten) records no
+    pair twice and reopens none: a rejected pair stays rejected until its rejection is
+    folded again."""
+    keyed(ledger, "Lisbon", "Lisbon", MAR)
+    keyed(ledger, "Berlin", "Berlin", JUL)
+    keyed(ledger, "Porto", "Porto", MAR, subject="ana")
+    faro = keyed(ledger, "Faro", "Faro", JUL, subject="ana")
+    rejected = next(p for p in ledger.proposals() if p.newer_id == faro.id)
+    ledger.reject(rejected.id)
+    backend = ledger.log.backend
+
+    def pairs() -> list[tuple[str, str]]:
+        with backend.read() as sql:
+            sql.execute("SELECT id, status FROM proposals ORDER BY id")
+            return [(row["id"], row["status"]) for row in sql.fetchall()]
+
+    before = pairs()
+    assert sorted(status for _, status in before) == ["open", "rejected"]
+    with backend.write() as sql:
+        backend.reset_tracking(sql, "proposals")
+    reached = ledger.runner.catch_up()
+    assert reached == ledger.head()
+    assert pairs() == before
+
+
 def test_accepting_twice_is_harmless_and_survives_a_rebuild(ledger: Ledger) -> None:
     lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
     berlin = keyed(ledger, "Berlin", "Berlin", JUL)
