@@ -207,8 +207,14 @@ class LedgerCore:
         return now if last is None else max(now, from_micros(last))
 
     def _state(self, memory_id: UUID | str, what: str = "memory_id") -> MemoryState:
+        """A memory's state for a command to decide on, as the whole log leaves it: read
+        in one statement with the projections' lag (when they lag, after catching up)."""
         key = as_id(memory_id, what)
-        with self._read_caught_up(lambda sql: self.reader.prefetch_state(sql, key)) as sql:
+        with translated_errors(), self.log.backend.read_one() as sql:
+            state, lowest, head = self.reader.state_and_lag(sql, key, self.runner.lag_query())
+        if lowest >= head:
+            return state()
+        with self._read_caught_up() as sql:
             return self.reader.state(sql, key)
 
     @contextmanager

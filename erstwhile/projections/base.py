@@ -15,11 +15,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.domain.events import Asserted, LedgerEvent
-from erstwhile.eventstore import EventFilter, EventLog, RecordedEvent, Sql, translated_errors
+from erstwhile.eventstore import (
+    EventFilter,
+    EventLog,
+    RecordedEvent,
+    Sql,
+    marks,
+    translated_errors,
+)
 from erstwhile.eventstore.backend import TAGGED, Backend
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import SUFFIX, Shadow, WithoutIndexes
@@ -239,6 +246,18 @@ class ProjectionRunner:
         """Return the lowest tracked position and the head of the log, from one snapshot."""
         with translated_errors(), self.backend.read() as sql:
             return self._lag_in(sql)
+
+    def lag_query(self) -> tuple[str, list[Any]]:
+        """A query of one row, ``lowest`` and ``head``: what :meth:`lag` reads, for a
+        statement that reads it with what it reads (one snapshot, one statement)."""
+        names = [self._tracking_name(p) for p in self.projections]
+        return (
+            "SELECT (SELECT CASE WHEN count(*) = ? THEN min(coalesce(notification_id, 0)) "
+            f"ELSE 0 END FROM {self.backend.tracking_table} "
+            f"WHERE application_name IN ({marks(names)})) AS lowest, "
+            f"(SELECT coalesce(max(position), 0) FROM {self.log.table}) AS head",
+            [len(names), *names],
+        )
 
     def _lag_in(self, sql: Sql) -> tuple[int, int]:
         self.prefetch(sql)  # the two reads travel together (one round trip on PostgreSQL)

@@ -6,7 +6,7 @@ versions; ``known_at=T`` reads the version rows whose recorded interval contains
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -196,7 +196,36 @@ class MemoryReader:
 
     def state(self, sql: Sql, memory_id: UUID) -> MemoryState:
         """Return a memory's latest state for validating a command (forgotten included)."""
-        row, olders = self._one_linked(sql, memory_id)
+        return self._state_of(memory_id, *self._one_linked(sql, memory_id))
+
+    def state_and_lag(
+        self, sql: Sql, memory_id: UUID, lag: tuple[str, list[Any]]
+    ) -> tuple[Callable[[], MemoryState], int, int]:
+        """:meth:`state`, with the projections' lag behind the log (``lag``: a query of
+        one row, ``lowest`` and ``head``), in one statement: its one snapshot tells
+        whether the state read is the whole log's. Returns what gives the state (or
+        refuses it, ``NotFound``: a memory the projections lack may be one they have
+        not applied yet), the lowest tracked position and the head."""
+        query, params = lag
+        sql.execute(
+            f"SELECT lag.lowest, lag.head, {JOINED_MEMORY_COLUMNS}, s.memory_id AS older "
+            f"FROM ({query}) AS lag LEFT JOIN memories m ON m.id = ? {_SUPERSEDED_NOW} "
+            "ORDER BY o.position",
+            [*params, str(memory_id), LATEST, LATEST],
+        )
+        rows = sql.fetchall()
+        first = rows[0]
+        olders = [UUID(row["older"]) for row in rows if row["older"] is not None]
+
+        def state() -> MemoryState:
+            if first["id"] is None or first["namespace"] != self.namespace:
+                raise self._unknown(memory_id)
+            return self._state_of(memory_id, first, olders)
+
+        return state, int(first["lowest"]), int(first["head"])
+
+    def _state_of(self, memory_id: UUID, row: Any, olders: list[UUID]) -> MemoryState:
+        """The state of the memory of a ``memories`` row (and what it supersedes)."""
         erased = row["erased_at"] is not None  # never shown, even if not forgotten (_shown)
         kept = None if erased else memory_from_row(row, olders)
         memory = kept if row["state"] != State.FORGOTTEN else None
@@ -480,12 +509,18 @@ def _linked_query(where: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
     order."""
     return (
         f"SELECT {JOINED_MEMORY_COLUMNS}, s.memory_id AS older FROM memories m "
-        "LEFT JOIN memory_versions s ON s.superseded_by = m.id "
-        "AND s.recorded_from <= ? AND s.recorded_until > ? "
-        "LEFT JOIN memories o ON o.id = s.memory_id "
-        f"WHERE {where} ORDER BY m.id, o.position",
+        f"{_SUPERSEDED_NOW} WHERE {where} ORDER BY m.id, o.position",
         [LATEST, LATEST, *params],
     )
+
+
+_SUPERSEDED_NOW = (
+    "LEFT JOIN memory_versions s ON s.superseded_by = m.id "
+    "AND s.recorded_from <= ? AND s.recorded_until > ? "
+    "LEFT JOIN memories o ON o.id = s.memory_id"
+)
+"""The joins that bring each ``memories m`` row what it supersedes as known now (two
+``LATEST`` parameters), ``o`` being the superseded memory."""
 
 
 LINEAGE = (

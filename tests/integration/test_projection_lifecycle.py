@@ -776,6 +776,7 @@ POINT_READS: dict[str, Callable[[Ledger, Any], object]] = {
     "chain": lambda reader, berlin: [m.content for m in reader.chain(berlin.id)],
     "knows": lambda reader, berlin: reader.knows(berlin.id, berlin.id),
     "proposals": lambda reader, berlin: reader.proposals(),
+    "a command's state": lambda reader, berlin: reader._state(berlin.id).memory.content,
 }
 
 
@@ -784,7 +785,7 @@ def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A point read (``get``, ``facts``, ``timeline``, ``history``, ``chain``, ``knows``,
-    ``proposals``) is one statement in no transaction of its own making: it takes its
+    ``proposals``, the state a command decides on) is one statement in no transaction of its own making: it takes its
     snapshot once it holds its tables. Each that meets a swap holding them waits, then sees the swap whole, a
     memory only the swap's own transaction folded in too. So even on a server whose
     default isolation is REPEATABLE READ, which would take the snapshot before the
@@ -842,7 +843,7 @@ def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
         "get": "The office moved to Berlin", "facts now": both, "facts as of": both,
         "facts known at": both, "timeline": both[::-1],
         "history": "The office moved to Berlin", "chain": ["The office moved to Berlin"],
-        "knows": True, "proposals": [],
+        "knows": True, "proposals": [], "a command's state": "The office moved to Berlin",
     }  # fmt: skip
     for ledger in (writer, *readers.values()):
         ledger.close()
@@ -1306,6 +1307,27 @@ def test_without_a_follower_reads_lag_and_say_so(open_ledger: OpenLedger) -> Non
     assert {s.lag for s in writer.projection_status()} == {1}
     with pytest.raises(Exception, match="projections run"):
         writer.wait_for(timeout=0.2)
+
+
+def test_a_command_reads_the_lag_with_the_memory_it_decides_on(ledger: Ledger) -> None:
+    """The state a command decides on comes in one statement with the projections' lag,
+    which must be what ``lag()`` reads: a projection whose position was forgotten (no
+    tracking row) counts as at 0, and the command catches the projections up first."""
+    memory = ledger.remember("The office is in Lisbon", subject="office", attribute="city")
+    backend = ledger.log.backend
+
+    def lag_with_memory() -> tuple[int, int]:
+        with backend.read_one() as sql:
+            _, lowest, head = ledger.reader.state_and_lag(sql, memory.id, ledger.runner.lag_query())
+        return lowest, head
+
+    assert lag_with_memory() == ledger.runner.lag() == (ledger.head(), ledger.head())
+    with backend.write() as sql:
+        backend.reset_tracking(sql, "proposals")
+    assert lag_with_memory() == ledger.runner.lag() == (0, ledger.head())
+    archived = ledger.archive(memory.id)
+    assert archived.state is State.ARCHIVED
+    assert lag_with_memory() == ledger.runner.lag() == (ledger.head(), ledger.head())
 
 
 @pytest.mark.parametrize("hard", [False, True])
