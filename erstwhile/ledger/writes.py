@@ -266,12 +266,21 @@ class WriteCommands(LedgerCore):
         finish: ``StoreUnavailable`` says the erase itself committed).
         """
         hard, reason = flag(hard, "hard"), optional_text(reason, "reason")
+        erased = self._forget(memory_id, hard, reason)
+        if erased is not None:
+            self._scrub([erased])
+
+    def _forget(self, memory_id: UUID | str, hard: bool, reason: str | None) -> UUID | None:
+        """Append the forget, unless nothing is left to append; return the memory whose
+        erasure the database files must be scrubbed of (a hard forget's, made now or
+        before: a scrub that failed left them unscrubbed), else None."""
         target = self._state(memory_id)
         if self._forgotten_already(target, hard):
-            return
+            return target.id if hard else None
         if hard and not self._has_key(target.id):
-            if self._forgotten_already(self._state(memory_id), hard):
-                return  # another process's hard forget came first
+            again = self._state(memory_id)
+            if self._forgotten_already(again, hard):
+                return again.id  # another process's hard forget came first
             raise ValidationError(
                 f"memory {target.id} was written before content encryption (event schema 1): "
                 "its content sits in the log in plain text and cannot be erased; forget it softly"
@@ -286,35 +295,36 @@ class WriteCommands(LedgerCore):
             position = self._append_one(event, erase=[target.id] if hard else ())
         except ConcurrencyConflict:
             # Another process forgot it meanwhile: what it did may be what was asked.
-            if self._forgotten_already(self._state(memory_id), hard):
-                return
+            now = self._state(memory_id)
+            if self._forgotten_already(now, hard):
+                return now.id if hard else None
             raise
         # A forget takes effect in every read at once, whoever folds the log.
         self._fold_own_write(position)
-        if hard:
-            self._scrub(target.id)
+        return target.id if hard else None
 
     def _forgotten_already(self, memory: MemoryState, hard: bool) -> bool:
         """Whether a forget of ``memory`` (its state now) has nothing left to append:
-        it is erased, or forgotten when a soft forget is asked. A hard forget of an
-        erased memory scrubs the files again (a scrub that failed left them unscrubbed)."""
-        if memory.erased:
-            if hard:
-                self._scrub(memory.id)
-            return True
-        return memory.state is State.FORGOTTEN and not hard
+        it is erased, or forgotten when a soft forget is asked."""
+        return memory.erased or (memory.state is State.FORGOTTEN and not hard)
 
-    def _scrub(self, erased: UUID) -> None:
-        """Scrub the database files after a hard forget of ``erased`` (committed
+    def _scrub(self, erased: Sequence[UUID]) -> None:
+        """Scrub the database files after the hard forgets of ``erased`` (committed
         already), saying so if the scrub fails or cannot finish."""
         try:
             with translated_errors():
                 self.log.backend.scrub()
         except StoreUnavailable as error:
+            done = (
+                f"memory {erased[0]} is erased (its key destroyed, the forget recorded)"
+                if len(erased) == 1
+                else f"memories {', '.join(map(str, erased))} are erased (their keys "
+                "destroyed, the forgets recorded)"
+            )
+            again = "it" if len(erased) == 1 else "them"
             raise StoreUnavailable(
-                f"memory {erased} is erased (its key destroyed, the forget recorded), but "
-                f"the database files are not scrubbed yet: {error}; forget it again "
-                "(hard) to scrub them"
+                f"{done}, but the database files are not scrubbed yet: {error}; forget "
+                f"{again} again (hard) to scrub them"
             ) from error
 
     def purge(self, *, grace: timedelta = DEFAULT_GRACE) -> list[UUID]:
@@ -333,8 +343,16 @@ class WriteCommands(LedgerCore):
             due = self.reader.soft_forgotten_before(sql, cutoff)
             keyed = self.log.keyring.present(sql, [str(memory_id) for memory_id in due])
             due = [memory_id for memory_id in due if str(memory_id) in keyed]
-        for memory_id in due:
-            self.forget(memory_id, hard=True, reason="purge after grace period")
+        # One scrub for them all, after the last erase (each hard forget's own scrub
+        # rewrites or vacuums the whole content tables: a purge of many took as many).
+        erased: list[UUID] = []
+        try:
+            for memory_id in due:
+                if (done := self._forget(memory_id, True, "purge after grace period")) is not None:
+                    erased.append(done)
+        finally:
+            if erased:
+                self._scrub(erased)
         return due
 
     def _ahead_of_write(

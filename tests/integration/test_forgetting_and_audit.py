@@ -532,6 +532,39 @@ def test_a_hard_forget_says_when_an_older_snapshot_keeps_it_from_scrubbing(
     assert [e.type for e in ledger.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
+def test_a_purge_erases_every_memory_due_then_scrubs_the_files_once(
+    store_url: str, open_ledger: OpenLedger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge makes a hard forget of each memory due, then scrubs the files once for
+    them all (a scrub each made a purge of many cost as many scrubs of the whole
+    tables). When that scrub cannot finish, it names every memory erased, and a hard
+    forget of any of them scrubs the files of all."""
+    ledger = open_ledger(namespace="acme")
+    ledger.log.backend.scrub_wait_seconds = 0.3
+    made = [forgettable(store_url, ledger) for _ in range(3)]
+    needles = [needle for _, found in made for needle in found]
+    ids = [secret.id for secret, _ in made]
+    for memory_id in ids:
+        ledger.forget(memory_id)
+    clock.advance(days=31)
+    scrubs: list[object] = []
+    backend, scrub = type(ledger.log.backend), type(ledger.log.backend).scrub
+    monkeypatch.setattr(backend, "scrub", lambda self: (scrubs.append(self), scrub(self))[1])
+    with older_snapshot(store_url):
+        with pytest.raises(StoreUnavailable, match=r"memories .* are erased .* them again") as e:
+            ledger.purge()
+        for memory_id in ids:
+            assert str(memory_id) in str(e.value)
+            with pytest.raises(NotFound):
+                ledger.get(memory_id)
+    assert len(scrubs) == 1
+    assert tuples_holding(store_url, needles) != []
+    ledger.forget(ids[-1], hard=True)
+    assert len(scrubs) == 2
+    assert tuples_holding(store_url, needles) == []
+    assert ledger.purge() == [] and len(scrubs) == 2
+
+
 @pytest.mark.postgres
 def test_a_hard_forget_waits_for_a_transaction_that_wrote_but_holds_no_snapshot(
     postgres_url: str, clock: ManualClock
