@@ -214,7 +214,8 @@ class LedgerCore:
             state, lowest, head = self.reader.state_and_lag(sql, key, self.runner.lag_query())
         if lowest >= head:
             return state()
-        with self._read_caught_up() as sql:
+        self.runner.catch_up()
+        with translated_errors(), self.log.backend.read_one() as sql:
             return self.reader.state(sql, key)
 
     @contextmanager

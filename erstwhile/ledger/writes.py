@@ -266,11 +266,11 @@ class WriteCommands(LedgerCore):
         finish: ``StoreUnavailable`` says the erase itself committed).
         """
         hard, reason = flag(hard, "hard"), optional_text(reason, "reason")
-        erased = self._forget(memory_id, hard, reason)
+        erased = self._forget(memory_id, hard=hard, reason=reason)
         if erased is not None:
             self._scrub([erased])
 
-    def _forget(self, memory_id: UUID | str, hard: bool, reason: str | None) -> UUID | None:
+    def _forget(self, memory_id: UUID | str, *, hard: bool, reason: str | None) -> UUID | None:
         """Append the forget, unless nothing is left to append; return the memory whose
         erasure the database files must be scrubbed of (a hard forget's, made now or
         before: a scrub that failed left them unscrubbed), else None."""
@@ -321,10 +321,10 @@ class WriteCommands(LedgerCore):
                 else f"memories {', '.join(map(str, erased))} are erased (their keys "
                 "destroyed, the forgets recorded)"
             )
-            again = "it" if len(erased) == 1 else "them"
+            again = "it" if len(erased) == 1 else "any of them"
             raise StoreUnavailable(
                 f"{done}, but the database files are not scrubbed yet: {error}; forget "
-                f"{again} again (hard) to scrub them"
+                f"{again} again (hard) to scrub the files"
             ) from error
 
     def purge(self, *, grace: timedelta = DEFAULT_GRACE) -> list[UUID]:
@@ -332,7 +332,10 @@ class WriteCommands(LedgerCore):
         return the ids erased. Their age is counted to the ledger's "now" (never behind
         the log, as for reads), so ``grace=timedelta(0)`` erases every soft forget even
         while the clock runs behind the last recorded instant. Memories written before
-        content encryption are left as they are."""
+        content encryption are left as they are. Each memory due gets a hard forget of
+        its own, then the database files are scrubbed once for them all
+        (``StoreUnavailable`` names every memory erased if that scrub fails or cannot
+        finish; a hard forget of any of them scrubs the files again)."""
         if not isinstance(grace, timedelta) or grace < timedelta(0):
             raise ValidationError("grace must be a non-negative timedelta")
         with self._read_caught_up() as sql:
@@ -348,11 +351,18 @@ class WriteCommands(LedgerCore):
         erased: list[UUID] = []
         try:
             for memory_id in due:
-                if (done := self._forget(memory_id, True, "purge after grace period")) is not None:
+                done = self._forget(memory_id, hard=True, reason="purge after grace period")
+                if done is not None:
                     erased.append(done)
-        finally:
-            if erased:
-                self._scrub(erased)
+        except BaseException as error:
+            if erased:  # what was erased before the error is scrubbed all the same
+                try:
+                    self._scrub(erased)
+                except StoreUnavailable as unscrubbed:
+                    error.add_note(str(unscrubbed))
+            raise
+        if erased:
+            self._scrub(erased)
         return due
 
     def _ahead_of_write(

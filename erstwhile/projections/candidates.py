@@ -189,10 +189,11 @@ def candidates_many(
     named = sorted({memory_id for names in members.values() for memory_id, _ in names})
     keyed = [c for c, _ in revisable if c.keyed]
     claims: dict[str, ClaimView] = {}
+    now = _known_now(namespace, keyed) if dialect == "postgresql" and only_assertions else None
     if dialect != "postgresql":
         by_key = _by_key(sql, span, keyed)
-    elif only_assertions and sql.sent_ahead(*(now := _known_now(namespace, keyed))):
-        sql.execute(*now)
+    elif now is not None and sql.sent_ahead(*now):
+        sql.execute(*now)  # answered by the read sent ahead
         by_key = sql.fetchall()
         claims = {row["id"]: claim_from_row(row) for row in by_key if row["claimed"]}
     else:

@@ -565,6 +565,40 @@ def test_a_purge_erases_every_memory_due_then_scrubs_the_files_once(
     assert ledger.purge() == [] and len(scrubs) == 2
 
 
+def test_a_purge_that_fails_part_way_scrubs_what_it_erased_before(
+    store_url: str, open_ledger: OpenLedger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An erase that fails in the middle of a purge stops it with its own error, once
+    the memories erased before it are scrubbed; the rest stay soft-forgotten, due at
+    the next purge."""
+    ledger = open_ledger(namespace="acme")
+    needles = dict((secret.id, found) for secret, found in
+                   (forgettable(store_url, ledger) for _ in range(2)))  # fmt: skip
+    for memory_id in needles:
+        ledger.forget(memory_id)
+    clock.advance(days=31)
+    tried: list[Any] = []
+    forget = type(ledger)._forget
+
+    def failing_second(self: Ledger, memory_id: Any, **options: Any) -> Any:
+        tried.append(memory_id)
+        if len(tried) == 2:
+            raise StoreUnavailable("the store went away")
+        return forget(self, memory_id, **options)
+
+    monkeypatch.setattr(type(ledger), "_forget", failing_second)
+    with pytest.raises(StoreUnavailable, match="went away"):
+        ledger.purge()
+    monkeypatch.undo()
+    first, second = tried
+    content, first_key = needles[first]  # the second memory holds the same content
+    assert tuples_holding(store_url, [first_key]) == []
+    assert tuples_holding(store_url, [content]) != []
+    assert [e.type for e in ledger.events(memory_id=second)] == ["Asserted", "Forgotten"]
+    assert ledger.purge() == [second]
+    assert tuples_holding(store_url, [content, first_key, needles[second][1]]) == []
+
+
 @pytest.mark.postgres
 def test_a_hard_forget_waits_for_a_transaction_that_wrote_but_holds_no_snapshot(
     postgres_url: str, clock: ManualClock

@@ -785,11 +785,12 @@ def test_point_reads_that_meet_a_swap_wait_and_see_it_whole(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A point read (``get``, ``facts``, ``timeline``, ``history``, ``chain``, ``knows``,
-    ``proposals``, the state a command decides on) is one statement in no transaction of its own making: it takes its
-    snapshot once it holds its tables. Each that meets a swap holding them waits, then sees the swap whole, a
-    memory only the swap's own transaction folded in too. So even on a server whose
-    default isolation is REPEATABLE READ, which would take the snapshot before the
-    wait: the ledger's connections default to READ COMMITTED."""
+    ``proposals``, the state a command decides on) is one statement in no transaction
+    of its own making: it takes its snapshot once it holds its tables. Each that meets
+    a swap holding them waits, then sees the swap whole, a memory only the swap's own
+    transaction folded in too. So even on a server whose default isolation is
+    REPEATABLE READ, which would take the snapshot before the wait: the ledger's
+    connections default to READ COMMITTED."""
     monkeypatch.setenv("PGOPTIONS", "-c default_transaction_isolation=repeatable\\ read")
     writer = Ledger.open(postgres_url, namespace="acme", actor="writer")
     readers = {
@@ -1309,25 +1310,31 @@ def test_without_a_follower_reads_lag_and_say_so(open_ledger: OpenLedger) -> Non
         writer.wait_for(timeout=0.2)
 
 
-def test_a_command_reads_the_lag_with_the_memory_it_decides_on(ledger: Ledger) -> None:
+def test_a_command_reads_the_lag_with_the_memory_it_decides_on(open_ledger: OpenLedger) -> None:
     """The state a command decides on comes in one statement with the projections' lag,
     which must be what ``lag()`` reads: a projection whose position was forgotten (no
-    tracking row) counts as at 0, and the command catches the projections up first."""
+    tracking row) counts as at 0. A command that finds them lagging catches them up
+    before it reads: the memory it names may be one they have not applied yet."""
+    ledger = open_ledger(namespace="acme")
+    writer = open_ledger(namespace="acme", sync_projections=False)
     memory = ledger.remember("The office is in Lisbon", subject="office", attribute="city")
     backend = ledger.log.backend
 
-    def lag_with_memory() -> tuple[int, int]:
+    def lag_with(memory_id: Any) -> tuple[int, int]:
         with backend.read_one() as sql:
-            _, lowest, head = ledger.reader.state_and_lag(sql, memory.id, ledger.runner.lag_query())
+            _, lowest, head = ledger.reader.state_and_lag(sql, memory_id, ledger.runner.lag_query())
         return lowest, head
 
-    assert lag_with_memory() == ledger.runner.lag() == (ledger.head(), ledger.head())
+    assert lag_with(memory.id) == ledger.runner.lag() == (memory.position, memory.position)
     with backend.write() as sql:
         backend.reset_tracking(sql, "proposals")
-    assert lag_with_memory() == ledger.runner.lag() == (0, ledger.head())
-    archived = ledger.archive(memory.id)
+    assert lag_with(memory.id) == ledger.runner.lag() == (0, memory.position)
+    ledger.runner.catch_up()
+    hidden = writer.remember("The office moved to Porto", subject="office", attribute="city")
+    assert lag_with(hidden.id) == ledger.runner.lag() == (memory.position, hidden.position)
+    archived = ledger.archive(hidden.id)  # NotFound, had it read before catching up
     assert archived.state is State.ARCHIVED
-    assert lag_with_memory() == ledger.runner.lag() == (ledger.head(), ledger.head())
+    assert lag_with(hidden.id) == ledger.runner.lag() == (ledger.head(), ledger.head())
 
 
 @pytest.mark.parametrize("hard", [False, True])

@@ -904,6 +904,39 @@ def test_rejection_is_recorded_and_survives_a_rebuild(ledger: Ledger) -> None:
         ledger.accept("00000000-0000-0000-0000-000000000000")
 
 
+@pytest.mark.postgres
+def test_a_remember_on_postgresql_takes_its_candidates_from_the_read_sent_ahead(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remember whose claims share no key sends its candidates' read ahead, and its
+    fold takes that answer (no wait of its own); a batch whose claims share a key sends
+    nothing ahead, and its fold reads after the batch. Either way the proposal is made."""
+    from erstwhile.eventstore.postgres import PostgresSql
+    from erstwhile.projections.candidates import KNOWN_NOW_BY_PAIRS
+
+    answers: list[bool] = []
+    sent_ahead = PostgresSql.sent_ahead
+
+    def watched(self: PostgresSql, statement: str, params: Any = ()) -> bool:
+        found = sent_ahead(self, statement, params)
+        if statement == KNOWN_NOW_BY_PAIRS:
+            answers.append(found)
+        return found
+
+    monkeypatch.setattr(PostgresSql, "sent_ahead", watched)
+    with Ledger.open(postgres_url, namespace="acme", actor="tester") as ledger:
+        porto = keyed(ledger, "Ana lives in Porto", "Porto", MAR, subject="Ana")
+        faro = keyed(ledger, "Ana lives in Faro", "Faro", JUL, subject="  ana ")
+        assert [(p.older_id, p.newer_id) for p in ledger.proposals()] == [(porto.id, faro.id)]
+        beja, braga = ledger.remember_many([
+            {"content": f"Bo lives in {city}", "subject": "Bo", "attribute": "city",
+             "kind": "preference", "value": city, "valid_from": start}
+            for city, start in (("Beja", MAR), ("Braga", JUL))
+        ])  # fmt: skip
+        assert (beja.id, braga.id) in [(p.older_id, p.newer_id) for p in ledger.proposals()]
+    assert answers == [True, True, False]
+
+
 def test_a_fold_of_the_proposals_that_repeats_leaves_each_pair_as_it_was(
     ledger: Ledger,
 ) -> None:
@@ -927,8 +960,9 @@ def test_a_fold_of_the_proposals_that_repeats_leaves_each_pair_as_it_was(
     assert sorted(status for _, status in before) == ["open", "rejected"]
     with backend.write() as sql:
         backend.reset_tracking(sql, "proposals")
-    reached = ledger.runner.catch_up()
-    assert reached == ledger.head()
+    assert ledger.runner.catch_up(until=faro.position) == faro.position  # not the reject
+    assert pairs() == before
+    assert ledger.runner.catch_up() == ledger.head()
     assert pairs() == before
 
 
