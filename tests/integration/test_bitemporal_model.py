@@ -187,8 +187,9 @@ class LedgerMachine(RuleBasedStateMachine):
         if kind != "event" and length is not None and start is not None:
             valid_until = day(start + length)
         content = f"{subject} uses {value}"
-        memory = self.ledger.remember(content, kind=kind, subject=subject, value=value,
-                                      valid_from=valid_from, valid_until=valid_until)  # fmt: skip
+        memory = self.ledger.remember(content, kind=kind, subject=subject, attribute="uses",
+                                      value=value, valid_from=valid_from,
+                                      valid_until=valid_until)  # fmt: skip
         (recorded,) = self.oracle.next_instants(self.clock(), 1)
         assert memory.recorded_at == recorded
         assert memory.valid_from == (valid_from or recorded)
@@ -308,6 +309,16 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert [m.id for m in past.facts(subject, as_of=valid)] == expected
                 live = self.ledger.facts(subject, as_of=valid, known_at=instant)
                 assert [m.id for m in live] == expected
+
+    @precondition(lambda self: self.recorded)
+    @rule()
+    def compare_proposals(self) -> None:
+        """The open proposals the ledger's own folds made (a remember that supersedes
+        nothing reads its candidates ahead of its batch on PostgreSQL) are those a fold
+        of the whole log makes."""
+        with self.ledger.replay() as past:
+            folded = sorted((p.older_id, p.newer_id) for p in past.proposals())
+        assert sorted((p.older_id, p.newer_id) for p in self.ledger.proposals()) == folded
 
     @invariant()
     def head_matches(self) -> None:
