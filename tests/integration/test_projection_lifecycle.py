@@ -1311,8 +1311,9 @@ def test_without_a_follower_reads_lag_and_say_so(open_ledger: OpenLedger) -> Non
 
 
 def test_a_command_reads_the_lag_with_the_memory_it_decides_on(open_ledger: OpenLedger) -> None:
-    """The state a command decides on comes in one statement with the projections' lag,
-    which must be what ``lag()`` reads: a projection whose position was forgotten (no
+    """The state a command decides on (``archive``, ``forget``, ``revise``, what a
+    ``remember`` supersedes) comes in one statement with the projections' lag, which
+    must be what ``lag()`` reads: a projection whose position was forgotten (no
     tracking row) counts as at 0. A command that finds them lagging catches them up
     before it reads: the memory it names may be one they have not applied yet."""
     ledger = open_ledger(namespace="acme")
@@ -1335,6 +1336,11 @@ def test_a_command_reads_the_lag_with_the_memory_it_decides_on(open_ledger: Open
     archived = ledger.archive(hidden.id)  # NotFound, had it read before catching up
     assert archived.state is State.ARCHIVED
     assert lag_with(hidden.id) == ledger.runner.lag() == (ledger.head(), ledger.head())
+    hidden = writer.remember("The office moved to Faro", subject="office", attribute="city",
+                             valid_from=MAR)  # fmt: skip
+    newer = ledger.remember("The office moved to Beja", subject="office", attribute="city",
+                            valid_from=JUL, supersedes=[hidden.id])  # fmt: skip
+    assert ledger.get(hidden.id).superseded_by == newer.id
 
 
 @pytest.mark.parametrize("hard", [False, True])
