@@ -149,7 +149,13 @@ class RawStore(ABC):
     def erase(self, subject: str, attribute: str) -> None:
         """Wipe the text of the subject's current rows, durably, then scrub the files as
         the store allows: a plain table's hard forget."""
-        self.connection.execute(ERASE.format(self.mark, OPEN_END), (subject, attribute))
+        self.erase_many([(subject, attribute)])
+
+    def erase_many(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Wipe the text of each subject's current rows, each durably, then scrub the
+        files once: a plain table's purge."""
+        for subject, attribute in keys:
+            self.connection.execute(ERASE.format(self.mark, OPEN_END), (subject, attribute))
         self.connection.execute(self.scrub)
 
     @abstractmethod

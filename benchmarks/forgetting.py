@@ -1,7 +1,9 @@
 """Retiring memories: ``archive``, a soft ``forget`` and a hard one, each of a current
 memory of a shared data set, against the plain table's way of doing the same to the
 same subject's current row: a durable one-row ``UPDATE`` closing its recorded window;
-for the hard forget, an ``UPDATE`` wiping its text, then the store's own scrub.
+for the hard forget, an ``UPDATE`` wiping its text, then the store's own scrub. Then one
+``purge`` makes the soft forgets hard, against the plain table's ``UPDATE`` wiping each
+of their rows' text, then one scrub.
 
 Runs after the reads: it retires memories of the shared data sets (a few hundred of
 thousands) and their rows in the plain tables.
@@ -10,10 +12,12 @@ thousands) and their rows in the plain tables.
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 from uuid import UUID
 
+from benchmarks.baselines import RawStore
 from benchmarks.datasets import attribute_of, subject_count, subject_name
-from benchmarks.harness import Result, interleaved, latency_pair
+from benchmarks.harness import NS_PER_MS, Result, interleaved, latency_pair
 from benchmarks.suite import Context, label
 from erstwhile import Ledger
 
@@ -25,6 +29,11 @@ ERASE = {
     "sqlite": "raw UPDATE wiping the current row's text + COMMIT (secure_delete=ON), "
     "then wal_checkpoint(TRUNCATE)",
     "postgres": "raw UPDATE wiping the current row's text (autocommit), then VACUUM of the table",
+}
+PURGE = {
+    "sqlite": "raw UPDATE wiping each row's text + COMMIT (secure_delete=ON), then one "
+    "wal_checkpoint(TRUNCATE)",
+    "postgres": "raw UPDATE wiping each row's text (autocommit), then one VACUUM of the table",
 }
 
 Target = tuple[UUID, str, str]
@@ -55,11 +64,28 @@ def _forget_at(context: Context, memories: int) -> list[Result]:
         [lambda t: ledger.forget(t[0], hard=True), lambda t: raw.erase(*t[1:])], erased
     )
     _check_retired(ledger, targets)
+    purged, wiped = _purge(ledger, raw, softly)
     return [
         *latency_pair(f"archive @{size}", backend, *archive, RETIRE, "forget"),
         *latency_pair(f"forget, soft @{size}", backend, *soft, RETIRE, "forget"),
         *latency_pair(f"forget, hard @{size}", backend, *hard_, ERASE[backend], "forget"),
-    ]
+        Result(f"purge of {len(softly)} soft forgets @{size}", backend, purged, wiped, "ms",
+               PURGE[backend], "forget"),
+    ]  # fmt: skip
+
+
+def _purge(ledger: Ledger, raw: RawStore, softly: list[Target]) -> tuple[float, float]:
+    """Time one ``purge`` that makes the soft forgets hard, and the plain table's wipe
+    of the same rows, in turns; return both in milliseconds."""
+    keys = [t[1:] for t in softly]
+    purges: list[list[UUID]] = []
+    (ours,), (theirs,) = interleaved(
+        [lambda _: purges.append(ledger.purge(grace=timedelta(0))), lambda _: raw.erase_many(keys)],
+        [None],
+    )  # fmt: skip
+    if sorted(purges[0]) != sorted(t[0] for t in softly):
+        raise RuntimeError(f"purge erased {len(purges[0])} memories, not the {len(softly)} due")
+    return ours / NS_PER_MS, theirs / NS_PER_MS
 
 
 def current_memory(ledger: Ledger, index: int) -> Target:
