@@ -28,7 +28,8 @@ ENUMERATED_SETS = 20
 index which sets occur at all (a question of up to six terms never needs to)."""
 SLACK = 16
 """How many more of a level's best matches than it needs a search reads first, for rows
-the tier's filters drop; if they drop more, the level is ranked with the filters applied."""
+the tier's filters drop; if they drop more, the level is ranked with the filters applied
+(as it is at once for a search filtered by attribute: see :meth:`TierSearch.level`)."""
 FULL_INDEX_SLACK = 128
 """:data:`SLACK` for a tier ranked in the full index (``as_of``, ``known_at``, the
 historical tier), whose window filter drops most matches: with five versions a subject,
@@ -206,7 +207,18 @@ class TierSearch:
 
     def level(self, terms: list[str], masks: list[int], need: int) -> list[tuple[Any, float]]:
         """Return the best ``need`` memories of the tier that share exactly one of the
-        sets ``masks`` of ``terms``, with their text scores, best first."""
+        sets ``masks`` of ``terms``, with their text scores, best first.
+
+        Filtered by attribute, the level is ranked with the filters applied at once: a
+        level's best matches mostly share the question's own words, the attribute's name
+        among them, so another attribute's filter dropped nearly all of them, and the
+        ranking in the index and the read of its best rows came before this one anyway
+        (a search filtered by an attribute chosen at random: p50 5.7 against 15.6 ms at
+        50k memories on PostgreSQL, 2.9 against 10.6 at 100k on SQLite; filtered by the
+        attribute the question names, 2.6 against 3.1 to 3.6 and 1.4 against 1.3)."""
+        if self.request.attribute is not None:
+            rows = self.select(self.index.ranked(terms, masks, self.tier.live, self.until), need)
+            return [(row, float(row["score"])) for row in rows]
         # Rank inside the index, then read only the best rows.
         slack = SLACK if self.tier.live else FULL_INDEX_SLACK
         scores = dict(
@@ -351,6 +363,13 @@ class TierSearch:
             params.append(self.namespace)
         walked = self.walked[0] if listing and self.walked else None
         _filters(request, self.namespace, where, params, walked)
+        if request.attribute is not None and not listing:
+            # Said of the memory too, a ranking's join drops another attribute's match
+            # before it looks its version up (the mean search filtered by an attribute
+            # chosen at random, at 100k memories on SQLite: 7.1 ms against 9.4; at 50k on
+            # PostgreSQL: 13.9 against 18, before :meth:`level` ranked such a level at once).
+            where.append("m.attribute_key = ?")
+            params.append(normalise_label(request.attribute))
         return where, params
 
 

@@ -474,6 +474,41 @@ def test_filtered_searches_rank_the_same_whether_few_or_many_memories_are_left(
     assert sum(len(hits) for hits in found[0]) > 100
 
 
+@pytest.mark.parametrize("narrow", [recall.NARROW, 0])
+def test_a_search_filtered_by_attribute_is_the_unfiltered_ranking_of_that_attribute(
+    narrow: int, ledger: Ledger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filtering by attribute keeps the ranking: the hits are the unfiltered search's
+    hits of that attribute (however it was spelt), in the same order, with the same
+    scores, now, with history and as of an instant; by key (few memories) and level by
+    level (many), where the filter is said of the memory as well as of its version."""
+    monkeypatch.setattr(recall, "NARROW", narrow)
+    rng = random.Random(7)
+    attributes = ["status", "Status", "owner", "datastore", None]
+    made = ledger.remember_many(
+        {"content": " ".join(rng.sample(WORDS, rng.randint(1, 5))) + f" item {n}",
+         "subject": f"s{n % 9}", "attribute": rng.choice(attributes), "valid_from": MAR}
+        for n in range(120)
+    )  # fmt: skip
+    clock.advance(days=1)
+    for memory in made[:40:4]:
+        ledger.revise(memory.id, memory.content + " again", at=JUL)
+    questions = ["which " + " ".join(rng.sample(WORDS, 3)) for _ in range(6)]
+    for options in ({}, {"include_history": True}, {"as_of": APR}):
+        for question in questions:
+            every = ledger.search(question, limit=500, **options)
+            assert len(every) > 20
+            for attribute in ("status", "OWNER", "datastore", "nothing"):
+                expected = [
+                    (h.memory.id, h.score, h.tier)
+                    for h in every
+                    if (h.memory.attribute or "").lower() == attribute.lower()
+                ][:7]
+                found = ledger.search(question, limit=7, attribute=attribute, **options)
+                assert [(h.memory.id, h.score, h.tier) for h in found] == expected, (
+                    question, attribute, options)  # fmt: skip
+
+
 class LiveRevisions:
     """Forty memories about falcons, revised a few at a time: each revision takes the
     older memory out of the live index and puts the newer one in."""
