@@ -244,8 +244,18 @@ class LedgerCore:
         """Append one event, fold it as the ledger folds its writes; return its position.
         ``expect``: the streams the decision rests on, with the versions read (see
         :meth:`EventLog.append`)."""
+        return self._append([event], erase=erase, expect=expect)
+
+    def _append(
+        self,
+        events: Sequence[LedgerEvent],
+        erase: Sequence[UUID] = (),
+        expect: Mapping[UUID, int] | None = None,
+    ) -> int:
+        """Append events at once, fold them as the ledger folds its writes; return the
+        last one's position (see :meth:`_append_one`)."""
         result = self.log.append(
-            lambda _start: [event],
+            lambda _start: list(events),
             actor=self.actor,
             namespace=self.namespace,
             clock=self.now,
@@ -272,12 +282,15 @@ class LedgerCore:
         self._folded = self.sync_projections and self.runner.fold_appended(
             sql, previous_head, appended
         )
-        for record, event in appended:
-            if isinstance(event, Forgotten) and event.hard:
-                erased = [record.memory_key]
-                if not self._folded:
-                    self.runner.erase(sql, erased, record.recorded_micros)
-                self.runner.erase_from_builds(sql, erased, record.recorded_micros)
+        erased = [
+            (record.memory_key, record.recorded_micros)
+            for record, event in appended
+            if isinstance(event, Forgotten) and event.hard
+        ]
+        if erased:
+            if not self._folded:
+                self.runner.erase(sql, erased)
+            self.runner.erase_from_builds(sql, erased)
 
     def _fold_own_write(self, position: int) -> None:
         """For a command that returns (or hides) what it changed, fold the log up to its

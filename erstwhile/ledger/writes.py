@@ -48,6 +48,11 @@ from erstwhile.projections.reader import (
 )
 
 DEFAULT_GRACE = timedelta(days=30)
+PURGED_PER_APPEND = 500
+"""How many hard forgets a purge appends at once: one transaction, one fold and, on
+SQLite, one merge of the full-text indexes (which drops the erased rows' tokens) for
+them all. Appended one at a time, a purge of 200 soft forgets at 100k memories on
+SQLite took 14.5 s, each merge rewriting the whole index."""
 """How long a soft forget stays recoverable before ``purge`` makes it hard."""
 
 
@@ -338,7 +343,8 @@ class WriteCommands(LedgerCore):
         the log, as for reads), so ``grace=timedelta(0)`` erases every soft forget even
         while the clock runs behind the last recorded instant. Memories written before
         content encryption are left as they are. Each memory due gets a hard forget of
-        its own, then the database files are scrubbed once for them all
+        its own, appended :data:`PURGED_PER_APPEND` at a time (each group at once: all
+        or none), then the database files are scrubbed once for them all
         (``StoreUnavailable`` names every memory erased if that scrub fails or cannot
         finish; a hard forget of any of them scrubs the files again)."""
         if not isinstance(grace, timedelta) or grace < timedelta(0):
@@ -351,14 +357,15 @@ class WriteCommands(LedgerCore):
             due = self.reader.soft_forgotten_before(sql, cutoff)
             keyed = self.log.keyring.present(sql, [str(memory_id) for memory_id in due])
             due = [memory_id for memory_id in due if str(memory_id) in keyed]
+            for memory_id in due:
+                self.reader.prefetch_state(sql, memory_id)
+            states = [self.reader.state(sql, memory_id) for memory_id in due]
         # One scrub for them all, after the last erase (each hard forget's own scrub
         # rewrites or vacuums the whole content tables: a purge of many took as many).
         erased: list[UUID] = []
         try:
-            for memory_id in due:
-                done = self._forget(memory_id, hard=True, reason="purge after grace period")
-                if done is not None:
-                    erased.append(done)
+            for start in range(0, len(states), PURGED_PER_APPEND):
+                erased += self._erase_at_once(states[start : start + PURGED_PER_APPEND])
         except BaseException as error:
             if erased:  # what was erased before the error is scrubbed all the same
                 try:
@@ -369,6 +376,30 @@ class WriteCommands(LedgerCore):
         if erased:
             self._scrub(erased)
         return due
+
+    def _erase_at_once(self, targets: Sequence[MemoryState]) -> list[UUID]:
+        """Hard-forget the memories in one append (as read before it; those erased
+        already need none); return them all, for the scrub (see :meth:`_forget`). Where
+        another writer changed one of them since it was read, each is forgotten on its
+        own instead, read again."""
+        reason = "purge after grace period"
+        due = [target for target in targets if not target.erased]
+        if due:
+            events = [
+                Forgotten(originator_id=target.id, originator_version=target.version + 1,
+                          hard=True, reason=reason)
+                for target in due
+            ]  # fmt: skip
+            try:
+                position = self._append(events, erase=[target.id for target in due])
+            except ConcurrencyConflict:
+                return [
+                    done
+                    for target in targets
+                    if (done := self._forget(target.id, hard=True, reason=reason)) is not None
+                ]
+            self._fold_own_write(position)
+        return [target.id for target in targets]
 
     def _ahead_of_write(
         self,

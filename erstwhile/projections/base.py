@@ -118,6 +118,13 @@ class Projection(ABC):
         if the build was left half-done; so it must leave rows that the event's fold
         turns into exactly what a fold of the whole log gives."""
 
+    def erase_many(self, sql: Sql, erased: Sequence[tuple[str, int]]) -> None:
+        """:meth:`erase` for many memories, each with its instant: a projection whose
+        erasure has a cost of its own beyond each memory's (rewriting an index) pays it
+        once here."""
+        for memory_id, instant in erased:
+            self.erase(sql, memory_id, instant)
+
     def after_commit(self, backend: Backend) -> None:  # noqa: B027 - optional hook
         """Upkeep that must run outside a transaction once a fold has committed (none by
         default)."""
@@ -452,16 +459,16 @@ class ProjectionRunner:
             self.backend.advance_tracking(sql, advanced, last)
         return last
 
-    def erase(self, sql: Sql, memory_ids: Sequence[str], instant: int) -> None:
-        """Inside a hard forget's transaction that does not fold it (a writer that leaves
-        folding to a follower, or projections lagging behind the log), wipe the memories'
-        content from the live tables: the key and every plain-text copy go in the same
-        commit, whenever the ``Forgotten`` event is folded."""
+    def erase(self, sql: Sql, erased: Sequence[tuple[str, int]]) -> None:
+        """Inside the transaction of hard forgets that do not fold them (a writer that
+        leaves folding to a follower, or projections lagging behind the log), wipe the
+        memories' content from the live tables: the key and every plain-text copy go in
+        the same commit, whenever the ``Forgotten`` events are folded. ``erased``: each
+        memory with its forget's instant."""
         for projection in self.projections:
-            for memory_id in memory_ids:
-                projection.erase(sql, memory_id, instant)
+            projection.erase_many(sql, erased)
 
-    def erase_from_builds(self, sql: Sql, memory_ids: Sequence[str], instant: int) -> None:
+    def erase_from_builds(self, sql: Sql, erased: Sequence[tuple[str, int]]) -> None:
         """Inside a hard forget's transaction, wipe the memories' content from the shadow
         tables of a rebuild, running in another process or left half-done: what the
         build folded before the key was destroyed holds the content in plain text. (From
@@ -472,8 +479,7 @@ class ProjectionRunner:
         present = self.backend.existing_tables(sql, list(shadow.renames.values()))
         for projection in self.projections:
             if projection.tables and all(shadow.renames[t] in present for t in projection.tables):
-                for memory_id in memory_ids:
-                    projection.erase(shadow.wrap(sql), memory_id, instant)
+                projection.erase_many(shadow.wrap(sql), erased)
 
     def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
         """Rebuild projections (all, or the one named) from position 0 without downtime.

@@ -465,7 +465,7 @@ class SearchProjection(Projection):
         buffered = BufferedSql(sql)
         live = self._live_writes(sql)
         full: list[tuple[str, int, str]] = []  # PostgreSQL: the full index's rows
-        indexed = 0
+        indexed, erased = 0, False
         for record, event in batch:
             memory_id = record.memory_key
             if isinstance(event, Asserted):
@@ -480,12 +480,14 @@ class SearchProjection(Projection):
                         live.add(memory_id, record.position, text)
             elif isinstance(event, Forgotten) and event.hard:
                 self._write_live(live, buffered, full)
-                self.erase(buffered, memory_id, record.recorded_micros)
+                erased = self._remove(buffered, memory_id) or erased
             elif isinstance(event, Archived | Forgotten) or (
                 isinstance(event, Superseded) and to_micros(event.at) <= record.recorded_micros
             ):
                 live.remove(memory_id)
         self._write_live(live, buffered, full)
+        if erased:
+            self._merge_erased(buffered)
         if indexed and not self.sqlite:
             self._merge_pending(buffered, indexed)
         buffered.flush()
@@ -564,18 +566,40 @@ class SearchProjection(Projection):
 
     def erase(self, sql: Sql, memory_id: str, instant: int) -> None:
         """Remove a memory's entries; on SQLite also merge the indexes so no token survives."""
+        self.erase_many(sql, [(memory_id, instant)])
+
+    def erase_many(self, sql: Sql, erased: Sequence[tuple[str, int]]) -> None:
+        """Remove the memories' entries; on SQLite merge the indexes once, after them all
+        (see :meth:`_merge_erased`)."""
+        removed = [self._remove(sql, memory_id) for memory_id, _ in erased]
+        if any(removed):
+            self._merge_erased(sql)
+
+    def _remove(self, sql: Sql, memory_id: str) -> bool:
+        """Delete a memory's rows from both indexes (and, on SQLite, its key row); return
+        whether SQLite's indexes must be merged for them (:meth:`_merge_erased`)."""
         if not self.sqlite:
             for table in (LIVE, FULL):
                 sql.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
-            return
+            return False
         sql.execute(f"SELECT position FROM {KEYS} WHERE memory_id = ?", (memory_id,))
         row = sql.fetchone()
         if row is None:  # never indexed (erased before this fold), or already erased
-            return
+            return False
         for table in (LIVE, FULL):
             sql.execute(f"DELETE FROM {table} WHERE rowid = ?", (row["position"],))
-            sql.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
         sql.execute(f"DELETE FROM {KEYS} WHERE memory_id = ?", (memory_id,))
+        return True
+
+    @staticmethod
+    def _merge_erased(sql: Sql) -> None:
+        """SQLite: merge each FTS5 index into one segment, which drops the entries of the
+        rows deleted (FTS5 keeps a deleted row's tokens in older segments until then), so
+        no token of an erased memory survives. It rewrites the whole index, so a fold or
+        a purge erasing many memories merges once, after the last: a purge of 200 at
+        100k memories had merged 400 times (14.5 s)."""
+        for table in (LIVE, FULL):
+            sql.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
     # ------------------------------------------------------------------ queries
 

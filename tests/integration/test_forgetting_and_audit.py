@@ -36,7 +36,9 @@ from erstwhile import (
 from erstwhile.domain.views import VerifyReport
 from erstwhile.domain.writes import WritePlan
 from erstwhile.eventstore.log import EVENTS_PER_INSERT
+from erstwhile.ledger import writes
 from erstwhile.ledger.audit import IMPORT_BATCH
+from erstwhile.projections import search
 from erstwhile.projections.base import ProjectionRunner
 from tests.conftest import ManualClock, OpenLedger, event_count
 
@@ -565,12 +567,82 @@ def test_a_purge_erases_every_memory_due_then_scrubs_the_files_once(
     assert ledger.purge() == [] and len(scrubs) == 2
 
 
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_purge_appends_its_hard_forgets_at_once_and_merges_the_text_indexes_once(
+    sync: bool, store_url: str, open_ledger: OpenLedger, clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The memories due go in one append (a group of up to ``PURGED_PER_APPEND``), so
+    SQLite merges its full-text indexes once for them all, whether the append folds
+    itself or leaves it to a catch-up: each hard forget of its own had rewritten both
+    indexes. Every byte of them is gone; what was not due stays found."""
+    ledger = open_ledger(namespace="acme", sync_projections=sync)
+    made = [forgettable(store_url, ledger) for _ in range(3)]
+    kept = ledger.remember("the lighthouse keeper logs the tides", subject="log")
+    for secret, _ in made:
+        ledger.forget(secret.id)
+    clock.advance(days=31)
+    merges: list[object] = []
+    merge = search.SearchProjection._merge_erased
+    monkeypatch.setattr(
+        search.SearchProjection,
+        "_merge_erased",
+        staticmethod(lambda sql: (merges.append(sql), merge(sql))),
+    )
+    head = ledger.head()
+    assert sorted(ledger.purge()) == sorted(secret.id for secret, _ in made)
+    forgets = list(ledger.events(after=head))
+    assert [(e.type, e.memory_id) for e in forgets] == [
+        ("Forgotten", secret.id) for secret, _ in made
+    ]
+    # One append: its events are a microsecond apart (appends, at least two).
+    steps = {b.recorded_at - a.recorded_at for a, b in pairwise(forgets)}
+    assert steps == {timedelta(microseconds=1)}
+    assert len(merges) == (1 if store_url.startswith("sqlite:///") else 0)
+    assert tuples_holding(store_url, [needle for _, found in made for needle in found]) == []
+    assert [hit.memory.id for hit in ledger.search("lighthouse tides")] == [kept.id]
+    assert ledger.purge() == []
+
+
+def test_a_purge_whose_memory_another_writer_erased_meanwhile_erases_the_rest_one_by_one(
+    store_url: str, open_ledger: OpenLedger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's append is refused when another writer appended to one of its memories
+    since the purge read them (here, a hard forget of the first): the purge then
+    forgets each on its own, read again, and appends no second forget."""
+    ledger = open_ledger(namespace="acme")
+    other = open_ledger(namespace="acme", actor="other")
+    made = [forgettable(store_url, ledger)[0] for _ in range(3)]
+    for secret in made:
+        ledger.forget(secret.id)
+    clock.advance(days=31)
+    append = type(ledger)._append
+    raced: list[int] = []
+
+    def racing(self: Ledger, events: Any, **options: Any) -> Any:
+        if not raced:
+            raced.append(len(events))
+            other.forget(made[0].id, hard=True)
+        return append(self, events, **options)
+
+    monkeypatch.setattr(type(ledger), "_append", racing)
+    assert sorted(ledger.purge()) == sorted(secret.id for secret in made)
+    assert raced == [3]
+    for secret in made:
+        forgets = [e for e in ledger.events(memory_id=secret.id) if e.type == "Forgotten"]
+        assert [e.actor for e in forgets if (e.data or {}).get("hard")] == (
+            ["other"] if secret is made[0] else ["tester"]
+        )
+        with pytest.raises(NotFound):
+            ledger.get(secret.id)
+
+
 def test_a_purge_that_fails_part_way_scrubs_what_it_erased_before(
     store_url: str, open_ledger: OpenLedger, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An erase that fails in the middle of a purge stops it with its own error, once
-    the memories erased before it are scrubbed; the rest stay soft-forgotten, due at
-    the next purge."""
+    """An append that fails in the middle of a purge (its hard forgets go a group at a
+    time) stops it with its own error, once the memories erased before it are scrubbed;
+    the rest stay soft-forgotten, due at the next purge."""
     ledger = open_ledger(namespace="acme")
     needles = dict((secret.id, found) for secret, found in
                    (forgettable(store_url, ledger) for _ in range(2)))  # fmt: skip
@@ -578,15 +650,16 @@ def test_a_purge_that_fails_part_way_scrubs_what_it_erased_before(
         ledger.forget(memory_id)
     clock.advance(days=31)
     tried: list[Any] = []
-    forget = type(ledger)._forget
+    append = type(ledger)._append
 
-    def failing_second(self: Ledger, memory_id: Any, **options: Any) -> Any:
-        tried.append(memory_id)
+    def failing_second(self: Ledger, events: Any, **options: Any) -> Any:
+        tried.extend(event.originator_id for event in events)
         if len(tried) == 2:
             raise StoreUnavailable("the store went away")
-        return forget(self, memory_id, **options)
+        return append(self, events, **options)
 
-    monkeypatch.setattr(type(ledger), "_forget", failing_second)
+    monkeypatch.setattr(writes, "PURGED_PER_APPEND", 1)
+    monkeypatch.setattr(type(ledger), "_append", failing_second)
     with pytest.raises(StoreUnavailable, match="went away"):
         ledger.purge()
     monkeypatch.undo()
