@@ -843,8 +843,48 @@ class PostgresBackend(Backend):
         options = "FULL, ANALYZE" if self.scrub_mode == "full" else "ANALYZE"
         self._wait_for_older_snapshots()
         for table, columns in SCRUBBED.items():
-            self.vacuum(table, options, columns)
+            if self.vacuum(table, options, columns) == 0:
+                self._drop_statistics_of_empty(table, columns)
         self._scrub_statistics()
+
+    def _drop_statistics_of_empty(self, table: str, columns: Sequence[str]) -> None:
+        """Drop the planner's statistics of ``columns`` (every column, when none are
+        named) of a table the hard forget left empty: ANALYZE finds no row to sample in
+        it, and then leaves the statistics it took before as they were, samples of the
+        erased rows included (a store's only memory naming entities, hard-forgotten,
+        left its entities in ``pg_stats``). PostgreSQL drops a column's statistics when
+        its type is set, here to the type it has (an empty table is not rewritten).
+        This takes the table's exclusive lock for a moment, and ownership: a role that
+        does not own the table leaves the statistics to its owner, as it leaves
+        ``pg_statistic`` (see :meth:`_scrub_statistics`), and says so with
+        ``?scrub=full``."""
+        with self.datastore.get_connection() as connection:
+            sampled = connection.execute(
+                "SELECT s.attname AS name, format_type(a.atttypid, a.atttypmod) AS type "
+                "FROM pg_stats s JOIN pg_attribute a ON a.attrelid = to_regclass(%s) "
+                "AND a.attname = s.attname WHERE s.schemaname = %s AND s.tablename = %s "
+                "AND (cardinality(%s::text[]) = 0 OR s.attname = ANY(%s::text[]))",
+                (table, self.datastore.schema, table, list(columns), list(columns)),
+            ).fetchall()
+            if not sampled:
+                return
+            changes = SQL(", ").join(
+                SQL("ALTER COLUMN {0} TYPE {1}").format(Identifier(row["name"]), SQL(row["type"]))
+                for row in sampled
+            )
+            try:
+                connection.execute(
+                    SQL("ALTER TABLE {0}.{1} {2}").format(
+                        Identifier(self.datastore.schema), Identifier(table), changes
+                    )
+                )
+            except psycopg.errors.InsufficientPrivilege:
+                if self.scrub_mode == "full":
+                    raise StoreUnavailable(
+                        f"the erase committed, but the planner's statistics of {table}, "
+                        "which the erase left empty, could not be dropped (the table's "
+                        "owner may): they may still hold the erased content"
+                    ) from None
 
     def _scrub_statistics(self) -> None:
         """Vacuum the catalog of planner statistics after the tables' ANALYZE: every
