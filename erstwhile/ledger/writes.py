@@ -343,8 +343,8 @@ class WriteCommands(LedgerCore):
         the log, as for reads), so ``grace=timedelta(0)`` erases every soft forget even
         while the clock runs behind the last recorded instant. Memories written before
         content encryption are left as they are. Each memory due gets a hard forget of
-        its own, appended :data:`PURGED_PER_APPEND` at a time (each group at once: all
-        or none), then the database files are scrubbed once for them all
+        its own, appended 500 at a time (each group in one transaction: all or none),
+        then the database files are scrubbed once for them all
         (``StoreUnavailable`` names every memory erased if that scrub fails or cannot
         finish; a hard forget of any of them scrubs the files again)."""
         if not isinstance(grace, timedelta) or grace < timedelta(0):
