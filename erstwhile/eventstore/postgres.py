@@ -28,7 +28,7 @@ from eventsourcing.postgres import (
 )
 from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
@@ -65,6 +65,10 @@ STATISTICS_ATTEMPTS = 3
 """How often the scrub vacuums ``pg_statistic`` before giving up: a rebuild's swap,
 dropping tables, can deadlock with it (PostgreSQL cancels one of the two)."""
 SCRUB_MODES = ("vacuum", "full")
+EMPTIED_LOCK_TIMEOUT = Literal("5s")
+"""How long the scrub waits for the lock of a table the erase left empty, to drop its
+statistics (see :meth:`PostgresBackend._drop_statistics_of_empty`); past it, the scrub
+fails and says the files are not scrubbed yet."""
 OURS = ("schema", "scrub")
 """The URL's parameters erstwhile reads itself; the rest are libpq's."""
 CONNECT_TIMEOUT_SECONDS = 10
@@ -843,8 +847,8 @@ class PostgresBackend(Backend):
         options = "FULL, ANALYZE" if self.scrub_mode == "full" else "ANALYZE"
         self._wait_for_older_snapshots()
         for table, columns in SCRUBBED.items():
-            if self.vacuum(table, options, columns) == 0:
-                self._drop_statistics_of_empty(table, columns)
+            self.vacuum(table, options, columns)
+            self._drop_statistics_of_empty(table, columns)
         self._scrub_statistics()
 
     def _drop_statistics_of_empty(self, table: str, columns: Sequence[str]) -> None:
@@ -854,37 +858,51 @@ class PostgresBackend(Backend):
         erased rows included (a store's only memory naming entities, hard-forgotten,
         left its entities in ``pg_stats``). PostgreSQL drops a column's statistics when
         its type is set, here to the type it has (an empty table is not rewritten).
-        This takes the table's exclusive lock for a moment, and ownership: a role that
-        does not own the table leaves the statistics to its owner, as it leaves
-        ``pg_statistic`` (see :meth:`_scrub_statistics`), and says so with
-        ``?scrub=full``."""
-        with self.datastore.get_connection() as connection:
-            sampled = connection.execute(
-                "SELECT s.attname AS name, format_type(a.atttypid, a.atttypmod) AS type "
-                "FROM pg_stats s JOIN pg_attribute a ON a.attrelid = to_regclass(%s) "
-                "AND a.attname = s.attname WHERE s.schemaname = %s AND s.tablename = %s "
-                "AND (cardinality(%s::text[]) = 0 OR s.attname = ANY(%s::text[]))",
-                (table, self.datastore.schema, table, list(columns), list(columns)),
-            ).fetchall()
-            if not sampled:
-                return
-            changes = SQL(", ").join(
-                SQL("ALTER COLUMN {0} TYPE {1}").format(Identifier(row["name"]), SQL(row["type"]))
-                for row in sampled
-            )
-            try:
-                connection.execute(
-                    SQL("ALTER TABLE {0}.{1} {2}").format(
-                        Identifier(self.datastore.schema), Identifier(table), changes
+
+        Only a table with statistics and no row is locked (exclusively, waiting at most
+        :data:`EMPTIED_LOCK_TIMEOUT` for it), and found empty again under the lock. A
+        table dropped meanwhile (a rebuild's shadow, swapped in) needs nothing. Setting
+        a column's type takes ownership: a role that does not own the table leaves the
+        statistics to its owner, as it leaves ``pg_statistic`` (see
+        :meth:`_scrub_statistics`), and says so with ``?scrub=full``."""
+        name = SQL("{0}.{1}").format(Identifier(self.datastore.schema), Identifier(table))
+        empty = SQL("SELECT NOT EXISTS (SELECT 1 FROM {0}) AS empty").format(name)
+        try:
+            with self.datastore.get_connection() as connection:
+                sampled = connection.execute(
+                    "SELECT s.attname AS name, format_type(a.atttypid, a.atttypmod) AS type "
+                    "FROM pg_stats s JOIN pg_attribute a ON a.attrelid = to_regclass(%s) "
+                    "AND a.attname = s.attname WHERE s.schemaname = %s AND s.tablename = %s "
+                    "AND (cardinality(%s::text[]) = 0 OR s.attname = ANY(%s::text[]))",
+                    (table, self.datastore.schema, table, list(columns), list(columns)),
+                ).fetchall()
+                if not sampled or not _first(connection.execute(empty))["empty"]:
+                    return
+                changes = SQL(", ").join(
+                    SQL("ALTER COLUMN {0} TYPE {1}").format(
+                        Identifier(row["name"]), SQL(row["type"])
                     )
+                    for row in sampled
                 )
-            except psycopg.errors.InsufficientPrivilege:
-                if self.scrub_mode == "full":
-                    raise StoreUnavailable(
-                        f"the erase committed, but the planner's statistics of {table}, "
-                        "which the erase left empty, could not be dropped (the table's "
-                        "owner may): they may still hold the erased content"
-                    ) from None
+                with connection.transaction():
+                    connection.execute(
+                        SQL("SET LOCAL lock_timeout = {0}").format(EMPTIED_LOCK_TIMEOUT)
+                    )
+                    connection.execute(SQL("LOCK TABLE {0} IN ACCESS EXCLUSIVE MODE").format(name))
+                    if _first(connection.execute(empty))["empty"]:
+                        connection.execute(SQL("ALTER TABLE {0} {1}").format(name, changes))
+        except psycopg.errors.InsufficientPrivilege:
+            if self.scrub_mode == "full":
+                raise StoreUnavailable(
+                    f"the erase committed, but the planner's statistics of {table}, which "
+                    "the erase left empty, could not be dropped (the table's owner may): "
+                    "they may still hold the erased content"
+                ) from None
+        except DRIVER_ERRORS:
+            with self.datastore.get_connection() as connection:
+                if not _exists(connection, table):  # dropped meanwhile: a rebuild's shadow
+                    return
+            raise
 
     def _scrub_statistics(self) -> None:
         """Vacuum the catalog of planner statistics after the tables' ANALYZE: every
@@ -1078,6 +1096,11 @@ class PostgresBackend(Backend):
 
     def close(self) -> None:
         self.datastore.close()
+
+
+def _first(cursor: Cursor[Any]) -> Any:
+    """The first row a statement returned (one it always returns one for)."""
+    return cast(Any, cursor.fetchone())
 
 
 def _exists(connection: Connection[Any], table: str) -> bool:

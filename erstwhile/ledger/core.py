@@ -254,6 +254,18 @@ class LedgerCore:
     ) -> int:
         """Append events at once, fold them as the ledger folds its writes; return the
         last one's position (see :meth:`_append_one`)."""
+        position = self._append_committed(events, erase, expect)
+        self._after_append(position)
+        return position
+
+    def _append_committed(
+        self,
+        events: Sequence[LedgerEvent],
+        erase: Sequence[UUID] = (),
+        expect: Mapping[UUID, int] | None = None,
+    ) -> int:
+        """The append of :meth:`_append` alone: committed when it returns, before what
+        follows a commit (:meth:`_after_append`), which may fail on its own."""
         result = self.log.append(
             lambda _start: list(events),
             actor=self.actor,
@@ -264,7 +276,6 @@ class LedgerCore:
             then=self._fold_in_append,
             ahead=self._ahead_of_append,
         )
-        self._after_append(result.position)
         return result.position
 
     def _ahead_of_append(self, sql: Sql) -> None:

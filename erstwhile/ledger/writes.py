@@ -3,7 +3,8 @@ atomically, and brings the projections up to its own write before returning."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -47,12 +48,12 @@ from erstwhile.projections.reader import (
     memories_from_append,
 )
 
-DEFAULT_GRACE = timedelta(days=30)
 PURGED_PER_APPEND = 500
 """How many hard forgets a purge appends at once: one transaction, one fold and, on
 SQLite, one merge of the full-text indexes (which drops the erased rows' tokens) for
 them all. Appended one at a time, a purge of 200 soft forgets at 100k memories on
 SQLite took 14.5 s, each merge rewriting the whole index."""
+DEFAULT_GRACE = timedelta(days=30)
 """How long a soft forget stays recoverable before ``purge`` makes it hard."""
 
 
@@ -276,21 +277,43 @@ class WriteCommands(LedgerCore):
         finish: ``StoreUnavailable`` says the erase itself committed).
         """
         hard, reason = flag(hard, "hard"), optional_text(reason, "reason")
-        erased = self._forget(memory_id, hard=hard, reason=reason)
-        if erased is not None:
-            self._scrub([erased])
+        with self._scrubbing() as erased:
+            self._forget(memory_id, hard=hard, reason=reason, erased=erased)
 
-    def _forget(self, memory_id: UUID | str, *, hard: bool, reason: str | None) -> UUID | None:
-        """Append the forget, unless nothing is left to append; return the memory whose
-        erasure the database files must be scrubbed of (a hard forget's, made now or
-        before: a scrub that failed left them unscrubbed), else None."""
+    @contextmanager
+    def _scrubbing(self) -> Iterator[list[UUID]]:
+        """Gather the memories erased in the block (each added as soon as its erasure
+        has committed) and scrub the database files once for them all when it ends,
+        also when it raises: then the scrub's own failure is noted on that error."""
+        erased: list[UUID] = []
+        try:
+            yield erased
+        except BaseException as error:
+            if erased:
+                try:
+                    self._scrub(erased)
+                except StoreUnavailable as unscrubbed:
+                    error.add_note(str(unscrubbed))
+            raise
+        if erased:
+            self._scrub(erased)
+
+    def _forget(
+        self, memory_id: UUID | str, *, hard: bool, reason: str | None, erased: list[UUID]
+    ) -> None:
+        """Append the forget, unless nothing is left to append; add to ``erased`` the
+        memory whose erasure the database files must be scrubbed of (a hard forget's,
+        made now, as soon as it commits, or before: a scrub that failed left them
+        unscrubbed)."""
         target = self._state(memory_id)
         if self._forgotten_already(target, hard):
-            return target.id if hard else None
+            erased.extend([target.id] if hard else [])
+            return
         if hard and not self._has_key(target.id):
             again = self._state(memory_id)
             if self._forgotten_already(again, hard):
-                return again.id  # another process's hard forget came first
+                erased.append(again.id)  # another process's hard forget came first
+                return
             raise ValidationError(
                 f"memory {target.id} was written before content encryption (event schema 1): "
                 "its content sits in the log in plain text and cannot be erased; forget it softly"
@@ -302,16 +325,18 @@ class WriteCommands(LedgerCore):
             reason=reason,
         )
         try:
-            position = self._append_one(event, erase=[target.id] if hard else ())
+            position = self._append_committed([event], erase=[target.id] if hard else ())
         except ConcurrencyConflict:
             # Another process forgot it meanwhile: what it did may be what was asked.
             now = self._state(memory_id)
             if self._forgotten_already(now, hard):
-                return now.id if hard else None
+                erased.extend([now.id] if hard else [])
+                return
             raise
+        erased.extend([target.id] if hard else [])
+        self._after_append(position)
         # A forget takes effect in every read at once, whoever folds the log.
         self._fold_own_write(position)
-        return target.id if hard else None
 
     def _forgotten_already(self, memory: MemoryState, hard: bool) -> bool:
         """Whether a forget of ``memory`` (its state now) has nothing left to append:
@@ -361,45 +386,37 @@ class WriteCommands(LedgerCore):
                 self.reader.prefetch_state(sql, memory_id)
             states = [self.reader.state(sql, memory_id) for memory_id in due]
         # One scrub for them all, after the last erase (each hard forget's own scrub
-        # rewrites or vacuums the whole content tables: a purge of many took as many).
-        erased: list[UUID] = []
-        try:
+        # rewrites or vacuums the whole content tables: a purge of many took as many),
+        # and of what was erased before an error, should one come.
+        with self._scrubbing() as erased:
             for start in range(0, len(states), PURGED_PER_APPEND):
-                erased += self._erase_at_once(states[start : start + PURGED_PER_APPEND])
-        except BaseException as error:
-            if erased:  # what was erased before the error is scrubbed all the same
-                try:
-                    self._scrub(erased)
-                except StoreUnavailable as unscrubbed:
-                    error.add_note(str(unscrubbed))
-            raise
-        if erased:
-            self._scrub(erased)
+                self._erase_at_once(states[start : start + PURGED_PER_APPEND], erased)
         return due
 
-    def _erase_at_once(self, targets: Sequence[MemoryState]) -> list[UUID]:
+    def _erase_at_once(self, targets: Sequence[MemoryState], erased: list[UUID]) -> None:
         """Hard-forget the memories in one append (as read before it; those erased
-        already need none); return them all, for the scrub (see :meth:`_forget`). Where
-        another writer changed one of them since it was read, each is forgotten on its
-        own instead, read again."""
+        already need none), adding them to ``erased`` once it commits (see
+        :meth:`_forget`). Where another writer changed one of them since it was read,
+        each is forgotten on its own instead, read again."""
         reason = "purge after grace period"
+        erased.extend(target.id for target in targets if target.erased)
         due = [target for target in targets if not target.erased]
-        if due:
-            events = [
-                Forgotten(originator_id=target.id, originator_version=target.version + 1,
-                          hard=True, reason=reason)
-                for target in due
-            ]  # fmt: skip
-            try:
-                position = self._append(events, erase=[target.id for target in due])
-            except ConcurrencyConflict:
-                return [
-                    done
-                    for target in targets
-                    if (done := self._forget(target.id, hard=True, reason=reason)) is not None
-                ]
-            self._fold_own_write(position)
-        return [target.id for target in targets]
+        if not due:
+            return
+        events = [
+            Forgotten(originator_id=target.id, originator_version=target.version + 1,
+                      hard=True, reason=reason)
+            for target in due
+        ]  # fmt: skip
+        try:
+            position = self._append_committed(events, erase=[target.id for target in due])
+        except ConcurrencyConflict:
+            for target in due:
+                self._forget(target.id, hard=True, reason=reason, erased=erased)
+            return
+        erased.extend(target.id for target in due)
+        self._after_append(position)
+        self._fold_own_write(position)
 
     def _ahead_of_write(
         self,
