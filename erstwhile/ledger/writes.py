@@ -382,22 +382,26 @@ class WriteCommands(LedgerCore):
             due = self.reader.soft_forgotten_before(sql, cutoff)
             keyed = self.log.keyring.present(sql, [str(memory_id) for memory_id in due])
             due = [memory_id for memory_id in due if str(memory_id) in keyed]
-            for memory_id in due:
-                self.reader.prefetch_state(sql, memory_id)
-            states = [self.reader.state(sql, memory_id) for memory_id in due]
         # One scrub for them all, after the last erase (each hard forget's own scrub
         # rewrites or vacuums the whole content tables: a purge of many took as many),
         # and of what was erased before an error, should one come.
         with self._scrubbing() as erased:
-            for start in range(0, len(states), PURGED_PER_APPEND):
-                self._erase_at_once(states[start : start + PURGED_PER_APPEND], erased)
+            for start in range(0, len(due), PURGED_PER_APPEND):
+                self._erase_at_once(due[start : start + PURGED_PER_APPEND], erased)
         return due
 
-    def _erase_at_once(self, targets: Sequence[MemoryState], erased: list[UUID]) -> None:
-        """Hard-forget the memories in one append (as read before it; those erased
+    def _erase_at_once(self, group: Sequence[UUID], erased: list[UUID]) -> None:
+        """Hard-forget the memories in one append, as read just before it (those erased
         already need none), adding them to ``erased`` once it commits (see
         :meth:`_forget`). Where another writer changed one of them since it was read,
         each is forgotten on its own instead, read again."""
+
+        def ahead(sql: Sql) -> None:
+            for memory_id in group:
+                self.reader.prefetch_state(sql, memory_id)
+
+        with self._read_caught_up(ahead) as sql:
+            targets = [self.reader.state(sql, memory_id) for memory_id in group]
         reason = "purge after grace period"
         erased.extend(target.id for target in targets if target.erased)
         due = [target for target in targets if not target.erased]
