@@ -1,9 +1,9 @@
 """Random histories against a small in-memory oracle of the bitemporal rules.
 
-Hypothesis drives remember, revise, archive and forget, with the clock moving forward and
-sometimes back, and compares ``facts(as_of=..., known_at=...)``, ``get(known_at=...)``
-and ``replay(known_at=...)`` with what the oracle says, on a SQLite file and on
-PostgreSQL. Reads take "now" as the clock, never behind the last recorded instant.
+Hypothesis drives remember, revise, archive, forget and purge, with the clock moving
+forward and sometimes back, and compares ``facts(as_of=..., known_at=...)``,
+``get(known_at=...)`` and ``replay(known_at=...)`` with what the oracle says, on a
+SQLite file and on PostgreSQL. Reads take "now" as the clock, never behind the last recorded instant.
 The oracle shares no code with the ledger: it keeps, per memory, the list of versions
 (recorded_from, state, valid_until, superseded_by) and answers by scanning them.
 """
@@ -66,6 +66,12 @@ class OracleMemory:
     valid_from: datetime
     position: int
     versions: list[Version] = field(default_factory=list)
+    erased: bool = False
+    """Hard-forgotten (by a purge): no read finds it, whatever the instants."""
+
+    def forgotten_at(self) -> datetime | None:
+        """When it was first forgotten (None while it is not)."""
+        return next((v.recorded_from for v in self.versions if v.state == "forgotten"), None)
 
     def at(self, known_at: datetime | None) -> Version | None:
         """The version the ledger held at ``known_at`` (latest when None)."""
@@ -95,7 +101,9 @@ class Oracle:
 
     def visible(self, memory: OracleMemory, known_at: datetime | None) -> Version | None:
         version = memory.at(known_at)
-        return None if version is None or version.state == "forgotten" else version
+        if memory.erased or version is None or version.state == "forgotten":
+            return None
+        return version
 
     def facts(
         self, subject: str, as_of: datetime | None, known_at: datetime | None, now: datetime
@@ -264,6 +272,27 @@ class LedgerMachine(RuleBasedStateMachine):
             (recorded,) = self.oracle.next_instants(self.clock(), 1)
             target.change(recorded, state="forgotten")
             self.recorded.append(recorded)
+
+    @precondition(
+        lambda self: any(m.forgotten_at() and not m.erased for m in self.oracle.memories.values())
+    )
+    @rule(shift=st.integers(0, 24 * 40), grace_days=st.integers(0, 20))
+    def purge(self, shift: int, grace_days: int) -> None:
+        """Soft forgets at least ``grace`` old (to the ledger's "now") become hard, oldest
+        forget first: one group, one append of that many events."""
+        self.clock.advance(hours=shift)
+        grace = timedelta(days=grace_days)
+        now = max(self.clock(), self.oracle.last_recorded or self.clock())
+        due = sorted(
+            (m for m in self.oracle.memories.values()
+             if not m.erased and (at := m.forgotten_at()) is not None and at <= now - grace),
+            key=lambda m: m.forgotten_at() or now,
+        )  # fmt: skip
+        assert self.ledger.purge(grace=grace) == [m.id for m in due]
+        if due:
+            self.recorded += self.oracle.next_instants(self.clock(), len(due))
+            for memory in due:
+                memory.erased = True
 
     @rule(data=st.data())
     def compare(self, data: st.DataObject) -> None:
