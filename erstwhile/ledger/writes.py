@@ -307,7 +307,8 @@ class WriteCommands(LedgerCore):
         unscrubbed)."""
         target = self._state(memory_id)
         if self._forgotten_already(target, hard):
-            erased.extend([target.id] if hard else [])
+            if hard:
+                erased.append(target.id)
             return
         if hard and not self._has_key(target.id):
             again = self._state(memory_id)
@@ -330,10 +331,12 @@ class WriteCommands(LedgerCore):
             # Another process forgot it meanwhile: what it did may be what was asked.
             now = self._state(memory_id)
             if self._forgotten_already(now, hard):
-                erased.extend([now.id] if hard else [])
+                if hard:
+                    erased.append(now.id)
                 return
             raise
-        erased.extend([target.id] if hard else [])
+        if hard:
+            erased.append(target.id)
         self._after_append(position)
         # A forget takes effect in every read at once, whoever folds the log.
         self._fold_own_write(position)
