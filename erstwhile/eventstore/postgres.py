@@ -45,9 +45,9 @@ HELD_CONTENT: dict[str, tuple[str, ...]] = {
     "memory_search_live": ("body",),
 }
 """The projections' tables that hold a memory's content, each with the columns that hold
-it: what a hard forget wipes (an erased memory keeps its row in ``memories``, its other
-columns as they were) or deletes with the row (the others' columns but these hold ids
-and positions only)."""
+it: the columns a hard forget wipes (an erased memory keeps its row in ``memories``, its
+other columns as they were), or those of the rows it deletes whose other columns hold
+ids and positions only."""
 SCRUBBED: dict[str, tuple[str, ...]] = {
     **{table + "__shadow": columns for table, columns in HELD_CONTENT.items()},
     **HELD_CONTENT, "erstwhile_keys": ("key_bytes",), "erstwhile_idempotency": (),
@@ -1099,7 +1099,7 @@ class PostgresBackend(Backend):
 
 
 def _first(cursor: Cursor[Any]) -> Any:
-    """The first row a statement returned (one it always returns one for)."""
+    """The row of a statement that always returns one."""
     return cast(Any, cursor.fetchone())
 
 
