@@ -891,14 +891,15 @@ class PostgresBackend(Backend):
                     connection.execute(SQL("LOCK TABLE {0} IN ACCESS EXCLUSIVE MODE").format(name))
                     if _first(connection.execute(empty))["empty"]:
                         connection.execute(SQL("ALTER TABLE {0} {1}").format(name, changes))
-        except psycopg.errors.InsufficientPrivilege:
-            if self.scrub_mode == "full":
-                raise StoreUnavailable(
-                    f"the erase committed, but the planner's statistics of {table}, which "
-                    "the erase left empty, could not be dropped (the table's owner may): "
-                    "they may still hold the erased content"
-                ) from None
-        except DRIVER_ERRORS:
+        except DRIVER_ERRORS as error:
+            if _caused_by(error, psycopg.errors.InsufficientPrivilege):
+                if self.scrub_mode == "full":
+                    raise StoreUnavailable(
+                        f"the erase committed, but the planner's statistics of {table}, "
+                        "which the erase left empty, could not be dropped (the table's owner "
+                        "may): they may still hold the erased content"
+                    ) from None
+                return
             with self.datastore.get_connection() as connection:
                 if not _exists(connection, table):  # dropped meanwhile: a rebuild's shadow
                     return
@@ -932,7 +933,9 @@ class PostgresBackend(Backend):
                     finally:
                         connection.remove_notice_handler(heard)
                 break
-            except psycopg.errors.DeadlockDetected:
+            except DRIVER_ERRORS as error:
+                if not _caused_by(error, psycopg.errors.DeadlockDetected):
+                    raise
                 if attempt == STATISTICS_ATTEMPTS - 1:
                     raise
                 time.sleep(0.1 * (attempt + 1))
@@ -1096,6 +1099,12 @@ class PostgresBackend(Backend):
 
     def close(self) -> None:
         self.datastore.close()
+
+
+def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``error`` is a ``kind``, or wraps one: eventsourcing's pool turns psycopg's
+    errors raised inside ``get_connection()`` into its own, the driver's as the cause."""
+    return isinstance(error, kind) or isinstance(error.__cause__, kind)
 
 
 def _first(cursor: Cursor[Any]) -> Any:
