@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from erstwhile import ErstwhileError, Ledger, NotFound, StoreUnavailable, ValidationError
-from tests.conftest import OpenLedger, event_count
+from tests.conftest import ManualClock, OpenLedger, event_count
 from tests.unit.test_memory_input import BAD_INPUTS
 
 Command = Callable[[Ledger, Any, Any], object]
@@ -414,6 +414,19 @@ def test_a_closed_ledger_says_so(store_url: str) -> None:
                 lambda: list(ledger.events()), lambda: ledger.search("written")):  # fmt: skip
         with pytest.raises(StoreUnavailable, match="the ledger was closed"):
             use()
+
+
+@pytest.mark.parametrize("grace", [timedelta(days=-1), 30, "30 days", None])
+def test_a_purge_with_a_bad_grace_is_refused_and_erases_nothing(
+    seeded: tuple[Ledger, Any, Any], clock: ManualClock, grace: Any
+) -> None:
+    """A soft forget is due, and a purge with a grace that is not a non-negative
+    timedelta is refused before anything is read or erased; a good one then erases it."""
+    ledger, mine, _ = seeded
+    ledger.forget(mine.id)
+    clock.advance(days=31)
+    assert_refused(ledger, lambda: ledger.purge(grace=grace), ValidationError, "grace")
+    assert ledger.purge() == [mine.id]
 
 
 def test_the_calendars_ends_are_answers_not_crashes(seeded: tuple[Ledger, Any, Any]) -> None:
