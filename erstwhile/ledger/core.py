@@ -244,17 +244,7 @@ class LedgerCore:
         """Append one event, fold it as the ledger folds its writes; return its position.
         ``expect``: the streams the decision rests on, with the versions read (see
         :meth:`EventLog.append`)."""
-        return self._append([event], erase=erase, expect=expect)
-
-    def _append(
-        self,
-        events: Sequence[LedgerEvent],
-        erase: Sequence[UUID] = (),
-        expect: Mapping[UUID, int] | None = None,
-    ) -> int:
-        """Append events at once, fold them as the ledger folds its writes; return the
-        last one's position (see :meth:`_append_one`)."""
-        position = self._append_committed(events, erase, expect)
+        position = self._append_committed([event], erase, expect)
         self._after_append(position)
         return position
 
@@ -264,8 +254,10 @@ class LedgerCore:
         erase: Sequence[UUID] = (),
         expect: Mapping[UUID, int] | None = None,
     ) -> int:
-        """The append of :meth:`_append` alone: committed when it returns, before what
-        follows a commit (:meth:`_after_append`), which may fail on its own."""
+        """Append events at once, folded as the ledger folds its writes; return the last
+        one's position. Committed when it returns, before what follows a commit
+        (:meth:`_after_append`), which may fail on its own: a command that must know
+        what committed (a hard forget's scrub) runs that step itself."""
         result = self.log.append(
             lambda _start: list(events),
             actor=self.actor,

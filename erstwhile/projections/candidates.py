@@ -25,11 +25,11 @@ CLAIM_SELECT = (
     "v.valid_until, m.value, m.content, m.confidence, m.position FROM memory_versions v "
     "JOIN memories m ON m.id = v.memory_id "
 )
-KNOWN_SELECT = (
-    "SELECT v.memory_id, v.subject_key, v.attribute_key, v.kind, v.recorded_from, "
-    "v.recorded_until FROM memory_versions v "
+KNOWN_COLUMNS = (
+    "v.memory_id, v.subject_key, v.attribute_key, v.kind, v.recorded_from, v.recorded_until"
 )
 """What sifting candidates needs of a version: whose, which key and kind, known when."""
+KNOWN_SELECT = f"SELECT {KNOWN_COLUMNS} FROM memory_versions v "
 
 
 def claim_from_row(row: Any) -> ClaimView:
@@ -143,9 +143,8 @@ store, against 0.6 ms for 500 index probes)."""
 
 KNOWN_NOW_BY_PAIRS = (
     "SELECT v.* FROM jsonb_array_elements(?::jsonb) AS k(pair) CROSS JOIN LATERAL ("
-    "SELECT v.memory_id, v.subject_key, v.attribute_key, v.kind, v.recorded_from, "
-    "v.recorded_until, m.id, v.state, m.entities, m.valid_from, v.valid_until, m.value, "
-    "m.content, m.confidence, m.position, m.erased_at IS NULL AS claimed "
+    f"SELECT {KNOWN_COLUMNS}, m.id, v.state, m.entities, m.valid_from, v.valid_until, "
+    "m.value, m.content, m.confidence, m.position, m.erased_at IS NULL AS claimed "
     "FROM memory_versions v JOIN memories m ON m.id = v.memory_id "
     "WHERE v.namespace = ? AND v.state = 'current' "
     f"AND v.recorded_until = {OPEN_END} "
