@@ -263,6 +263,21 @@ def test_idempotent_retry_returns_the_first_result_and_appends_nothing(ledger: L
     assert event_count(ledger) == before
 
 
+def test_a_retry_that_has_read_more_of_the_log_is_the_same_call(
+    open_ledger: OpenLedger,
+) -> None:
+    """``observed_position`` is causal context, not payload: a writer retrying after it
+    read further gets the first memory, with the clock that call was given."""
+    bob, ada = open_ledger(actor="bob"), open_ledger(actor="ada")
+    bob.remember("Bob likes jam")
+    first = ada.remember("Ada likes tea", idempotency_key="k", observed_position=bob.head())
+    bob.remember("Bob likes honey")
+    before = event_count(ada)
+    again = ada.remember("Ada likes tea", idempotency_key="k", observed_position=bob.head())
+    assert again == first and first.vector_clock == {"ada": 1, "bob": 1}
+    assert event_count(ada) == before
+
+
 def test_a_retry_spelling_a_whole_number_the_other_way_is_the_same_payload(
     ledger: Ledger,
 ) -> None:
@@ -722,6 +737,18 @@ def test_a_label_is_one_however_its_accents_were_typed(ledger: Ledger) -> None:
     second = ledger.remember("two", subject=composed_greek, attribute="x", value=2)
     assert {m.id for m in ledger.facts(typed)} == {first.id, second.id}
     assert (first.id, second.id) in [(p.older_id, p.newer_id) for p in ledger.proposals()]
+
+
+def test_labels_are_kept_as_written_but_trimmed(ledger: Ledger) -> None:
+    """Spaces at either end of a subject, attribute or extractor id are dropped; case,
+    inner spaces and the rest are kept, and the trimmed label is one with the bare one."""
+    padded = ledger.remember("The Blue Team runs on Postgres", subject="  The Blue  Team ",
+                             attribute="\tDB Engine ", value="pg",
+                             extractor_id=" model-7 ")  # fmt: skip
+    assert (padded.subject, padded.attribute, padded.extractor_id) == (
+        "The Blue  Team", "DB Engine", "model-7")  # fmt: skip
+    assert ledger.get(padded.id) == padded
+    assert [m.id for m in ledger.facts("the blue team", "db engine")] == [padded.id]
 
 
 def test_entities_read_from_the_log_compare_as_written_now() -> None:
