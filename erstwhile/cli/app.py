@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import shlex
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -85,10 +86,19 @@ def demo(
     ctx: typer.Context,
     file: Annotated[
         Path | None,
-        typer.Option(help="SQLite file to write the story to (must not exist yet)."),
+        typer.Option(help="SQLite file to write the story to: a path, not yet existing."),
     ] = None,
 ) -> None:
-    """Tell the Supabase-to-AWS story against a fresh SQLite file and print the answers."""
+    """Tell the Supabase-to-AWS story against a fresh SQLite file and print the answers.
+
+    The story gets a store of its own, in namespace 'demo': --db, --namespace and
+    --actor are refused here (give the file with --file).
+    """
+    refuse_store_options(ctx)
+    if file is not None and str(file).startswith("sqlite:"):
+        raise typer.BadParameter(
+            "give the demo's file as a path (demo.db), not as a URL", param_hint="'--file'"
+        )
     path = file or Path(tempfile.mkdtemp(prefix="erstwhile-demo-")) / "demo.db"
     if path.exists():
         raise ErstwhileError(f"{path} already exists; the demo needs a fresh file")
@@ -100,6 +110,25 @@ def demo(
         }})  # fmt: skip
     else:
         show_demo(answers, path)
+
+
+def refuse_store_options(ctx: typer.Context) -> None:
+    """Refuse ``--db``, ``--namespace`` and ``--actor`` before ``demo``: it writes a
+    fresh file of its own (``--file``), in namespace ``demo``, and would otherwise leave a
+    store the user named untouched without a word."""
+    given = [f"--{name}" for name in ("db", "namespace", "actor") if _typed(ctx.parent, name)]
+    if given:
+        raise typer.BadParameter(
+            "not for demo: it writes a fresh SQLite file of its own, in namespace 'demo' "
+            "(choose the file with demo --file PATH)",
+            param_hint=" / ".join(f"'{option}'" for option in given),
+        )
+
+
+def _typed(ctx: typer.Context | None, name: str) -> bool:
+    """Whether the option ``name`` of ``ctx``'s command was given on the command line."""
+    source = ctx.get_parameter_source(name) if ctx is not None else None
+    return source is not None and source.name == "COMMANDLINE"
 
 
 DEMO_QUESTIONS = ("now", "in_march", "at_handover", "known_before_move", "chain")
@@ -123,7 +152,9 @@ def show_demo(answers: DemoAnswers, path: Path) -> None:
         f"\n{answers.aws.content!r} supersedes {answers.aws.supersedes[0]}; "
         f"{answers.supabase.content!r} is superseded by {answers.aws.id}."
     )
-    console.print(f"Explore it: erstwhile --db sqlite:///{path} --namespace demo ...", markup=False)
+    # One line however narrow the terminal, so it can be copied whole.
+    explore = f"erstwhile --db {shlex.quote(f'sqlite:///{path}')} --namespace demo ..."
+    console.print(f"Explore it: {explore}", markup=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -334,6 +334,33 @@ def test_demo_tells_the_story(tmp_path: Path) -> None:
                        "known_before_move": ["Supabase"], "chain": ["Supabase", "AWS"]}  # fmt: skip
 
 
+def test_demo_refuses_options_it_would_ignore(tmp_path: Path) -> None:
+    """``demo`` writes a fresh file of its own: a store, namespace or actor named before
+    it, or a URL given as its file, is refused, and no file is written anywhere."""
+    refused = run_all(
+        tmp_path,
+        ["--db", str(tmp_path / "mine.db"), "demo"],
+        ["--namespace", "team", "--actor", "ada", "demo", "--file", "d.db"],
+        ["demo", "--file", f"sqlite:///{tmp_path / 'd.db'}"],
+    )
+    assert all(failed_cleanly(r, 2) for r in refused), [r.stderr for r in refused]
+    assert "'--db'" in refused[0].stderr and "'--namespace' / '--actor'" in refused[1].stderr
+    assert "not as a URL" in refused[2].stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_prints_its_explore_hint_on_one_line(tmp_path: Path) -> None:
+    """The hint is a command to copy: it stays one line in a narrow terminal, and a
+    path with a space is quoted."""
+    env = {k: v for k, v in os.environ.items() if k != "ERSTWHILE_URL"}
+    done = subprocess.run([str(ERSTWHILE), "demo", "--file", "my demo.db"], cwd=tmp_path,
+                          env={**env, "COLUMNS": "40"}, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    hint = [line for line in done.stdout.splitlines() if line.startswith("Explore it:")]
+    assert hint == ["Explore it: erstwhile --db 'sqlite:///my demo.db' --namespace demo ..."]
+
+
 @pytest.mark.postgres
 def test_the_story_on_postgresql(postgres_database: str, tmp_path: Path) -> None:
     db = ["--db", f"{postgres_database}?schema=cli_{secrets.token_hex(6)}"]
