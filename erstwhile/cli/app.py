@@ -116,7 +116,7 @@ def refuse_store_options(ctx: typer.Context) -> None:
     """Refuse ``--db``, ``--namespace`` and ``--actor`` before ``demo``: it writes a
     fresh file of its own (``--file``), in namespace ``demo``, and would otherwise leave a
     store the user named untouched without a word."""
-    given = [f"--{name}" for name in ("db", "namespace", "actor") if _typed(ctx.parent, name)]
+    given = [f"--{name}" for name in ("db", "namespace", "actor") if _typed_before(ctx, name)]
     if given:
         raise typer.BadParameter(
             "not for demo: it writes a fresh SQLite file of its own, in namespace 'demo' "
@@ -125,9 +125,10 @@ def refuse_store_options(ctx: typer.Context) -> None:
         )
 
 
-def _typed(ctx: typer.Context | None, name: str) -> bool:
-    """Whether the option ``name`` of ``ctx``'s command was given on the command line."""
-    source = ctx.get_parameter_source(name) if ctx is not None else None
+def _typed_before(ctx: typer.Context, name: str) -> bool:
+    """Whether the option ``name`` of the command above ``ctx``'s (``erstwhile`` itself)
+    was given on the command line."""
+    source = ctx.parent.get_parameter_source(name) if ctx.parent is not None else None
     return source is not None and source.name == "COMMANDLINE"
 
 
