@@ -76,6 +76,12 @@ def options(
     INVOCATION_NOW.set(datetime.now(UTC))
 
 
+def error_message(error: ErstwhileError) -> str:
+    """The error's message followed by its notes (what else went wrong meanwhile, or
+    what the user may need to do), all on one line."""
+    return "; ".join([str(error), *getattr(error, "__notes__", ())])
+
+
 def exit_code(error: ErstwhileError) -> int:
     """Map an error to the command's exit status: 3 for conflicts, 1 for the rest."""
     return 3 if isinstance(error, ConcurrencyConflict) else 1
@@ -164,7 +170,7 @@ def main() -> None:
     try:
         result = app(standalone_mode=False)
     except ErstwhileError as error:
-        fail(str(error), exit_code(error))
+        fail(error_message(error), exit_code(error))
     except typer.Abort:
         fail("aborted", 1)
     except TyperException as error:

@@ -274,7 +274,8 @@ class WriteCommands(LedgerCore):
         kind, times, links, actor) and the event remain. Forgetting a forgotten memory
         appends nothing; a soft forget may be upgraded to hard, and a hard forget of an
         erased memory scrubs the files again (after a scrub that failed or could not
-        finish: ``StoreUnavailable`` says the erase itself committed).
+        finish: ``StoreUnavailable`` says the erase itself committed; where the store
+        stopped answering during the commit, its note says the erase may have committed).
         """
         hard, reason = flag(hard, "hard"), optional_text(reason, "reason")
         with self._scrubbing() as erased:
@@ -334,6 +335,10 @@ class WriteCommands(LedgerCore):
                 if hard:
                     erased.append(now.id)
                 return
+            raise
+        except StoreUnavailable as lost:
+            if hard:
+                lost.add_note(uncertain_erasure([target.id]))
             raise
         if hard:
             erased.append(target.id)
@@ -421,6 +426,9 @@ class WriteCommands(LedgerCore):
             for target in due:
                 self._forget(target.id, hard=True, reason=reason, erased=erased)
             return
+        except StoreUnavailable as lost:
+            lost.add_note(uncertain_erasure([target.id for target in due]))
+            raise
         erased.extend(target.id for target in due)
         self._after_append(position)
         self._fold_own_write(position)
@@ -554,6 +562,22 @@ class WriteCommands(LedgerCore):
             raise NotFound(
                 f"idempotency key {key!r} made memory {memory_id}, which was forgotten"
             ) from None
+
+
+def uncertain_erasure(memory_ids: Sequence[UUID]) -> str:
+    """What to do after a hard forget's append lost the store before it heard whether
+    it committed (the connection dropped during the commit, say): the erasure may have
+    happened, unscrubbed, or not at all; forgetting again settles both."""
+    if len(memory_ids) == 1:
+        which, again = f"memory {memory_ids[0]}", "it again (hard), which erases it if it is"
+    else:
+        which = f"memories {', '.join(map(str, memory_ids))}"
+        again = "them again (hard), which erases any that is"
+    return (
+        f"the hard forget of {which} may have committed before the store stopped "
+        f"answering: once it answers, forget {again} not erased yet and scrubs the "
+        "database files"
+    )
 
 
 def _parsed(items: list[Mapping[str, Any]]) -> list[WritePlan]:

@@ -240,6 +240,53 @@ def test_a_hard_forget_left_unfolded_wipes_the_projections_in_its_own_transactio
     assert [e.type for e in follower.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_hard_forget_that_loses_the_store_in_its_commit_says_to_forget_again(
+    store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    """The connection may drop during the commit, so the forget cannot tell whether it
+    committed: the error names the memory and says to forget it again, and that forget
+    (once the store answers) erases it if needed and scrubs the files. The same for a
+    purge's group."""
+    ledger = open_ledger(namespace="acme")
+    secret = remember_secret(ledger)
+    others = [ledger.remember(f"Bob's note {n}", kind="note") for n in range(2)]
+    for other in others:
+        ledger.forget(other.id)
+    append = type(ledger)._append_committed
+
+    def loses_the_store(self: Ledger, *args: Any, **kwargs: Any) -> int:
+        if committed:
+            append(self, *args, **kwargs)
+        raise StoreUnavailable("server closed the connection unexpectedly")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(type(ledger), "_append_committed", loses_the_store)
+        with pytest.raises(StoreUnavailable) as lost:
+            ledger.forget(secret.id, hard=True)
+        with pytest.raises(StoreUnavailable) as lost_group:
+            ledger.purge(grace=timedelta(0))
+    assert lost.value.__notes__ == [
+        f"the hard forget of memory {secret.id} may have committed before the store "
+        "stopped answering: once it answers, forget it again (hard), which erases it if "
+        "it is not erased yet and scrubs the database files"
+    ]
+    (note,) = lost_group.value.__notes__
+    assert note.startswith(f"the hard forget of memories {others[0].id}, {others[1].id} may")
+    appended = [e.type for e in ledger.events(memory_id=secret.id)]
+    assert appended == (["Asserted", "Forgotten"] if committed else ["Asserted"])
+    for memory in (secret, *others):
+        ledger.forget(memory.id, hard=True)
+    assert leaked(store_url) == []
+    assert [e.type for e in ledger.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
+    for other in others:
+        forgets = [e.data for e in ledger.events(memory_id=other.id)][1:]
+        assert [forget["hard"] for forget in forgets] == [False, True]
+    for memory in (secret, *others):
+        with pytest.raises(NotFound):
+            ledger.get(memory.id)
+
+
 @pytest.mark.parametrize("hard", [True, False])
 def test_a_forget_racing_the_same_forget_is_a_no_op(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, hard: bool

@@ -10,8 +10,9 @@ from uuid import UUID
 import pytest
 from rich.console import Console
 
-from erstwhile import Ledger
+from erstwhile import Ledger, NotFound, StoreUnavailable
 from erstwhile.cli import output
+from erstwhile.cli.app import error_message, fail
 from erstwhile.cli.output import conflict_table, event_table, proposal_table
 from erstwhile.cli.params import parse_time
 from erstwhile.domain.views import LoggedEvent, Proposal
@@ -128,3 +129,19 @@ def test_an_instant_is_shown_to_the_microsecond_it_has(instant: datetime, shown:
     recorded within one second are three instants, not one."""
     assert output.show_instant(instant) == shown
     assert parse_time(shown) == instant
+
+
+def test_an_error_shows_its_notes_on_its_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A note on an error says what else went wrong, or what to do next (forget again
+    after a hard forget whose commit went unheard): the command line prints it too."""
+
+    lost = StoreUnavailable("server closed the connection unexpectedly")
+    lost.add_note("the hard forget of memory x may have committed")
+    assert error_message(lost) == (
+        "server closed the connection unexpectedly; the hard forget of memory x may have committed"
+    )
+    assert error_message(NotFound("no memory y")) == "no memory y"
+    with pytest.raises(SystemExit) as exited:
+        fail(error_message(lost), 1)
+    assert exited.value.code == 1
+    assert capsys.readouterr().err.splitlines() == [f"error: {error_message(lost)}"]
