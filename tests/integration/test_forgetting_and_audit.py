@@ -287,6 +287,40 @@ def test_a_hard_forget_that_loses_the_store_in_its_commit_says_to_forget_again(
             ledger.get(memory.id)
 
 
+@pytest.mark.postgres
+def test_a_hard_forget_whose_session_the_server_ends_says_to_forget_again(
+    postgres_url: str, postgres_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ends the ledger's sessions just as the forget appends: its connection
+    is gone, the error carries the note, and the forget again erases and scrubs."""
+    name = f"erstwhile_lost_{secrets.token_hex(4)}"
+    with Ledger.open(f"{postgres_url}&application_name={name}", namespace="acme") as ledger:
+        secret = remember_secret(ledger)
+        append = type(ledger)._append_committed
+
+        def sessions_ended(self: Ledger, *args: Any, **kwargs: Any) -> int:
+            with psycopg.connect(postgres_database, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = %s",
+                    (name,),
+                )
+            return append(self, *args, **kwargs)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(type(ledger), "_append_committed", sessions_ended)
+            with pytest.raises(StoreUnavailable) as lost:
+                ledger.forget(secret.id, hard=True)
+        assert [f"memory {secret.id} may have committed" in n for n in lost.value.__notes__] == [
+            True
+        ]
+        assert ledger.get(secret.id).content == SECRETS["content"]  # it had not
+        ledger.forget(secret.id, hard=True)
+        assert leaked(postgres_url) == []
+        with pytest.raises(NotFound):
+            ledger.get(secret.id)
+
+
 @pytest.mark.parametrize("hard", [True, False])
 def test_a_forget_racing_the_same_forget_is_a_no_op(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, hard: bool
