@@ -158,6 +158,7 @@ def workloads() -> dict[str, Workload]:
     """
     from benchmarks import (
         audit,
+        command_line,
         conflicts,
         curation,
         following,
@@ -180,6 +181,7 @@ def workloads() -> dict[str, Workload]:
         "memory": memory.memory_lookups,
         "search": search.search_latency,
         "conflicts": conflicts.conflicts_reports,
+        "command": command_line.command_line_latency,
         "proposal": writes.proposal_check,
         "curation": curation.curation_latency,
         "forget": forgetting.forget_latency,

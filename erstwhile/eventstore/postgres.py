@@ -19,7 +19,6 @@ from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 from weakref import WeakKeyDictionary
 
-import orjson
 import psycopg
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
@@ -32,7 +31,8 @@ from psycopg.sql import SQL, Identifier, Literal
 from psycopg_pool import PoolTimeout
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.eventstore.backend import DRIVER_ERRORS, TAGGED, Backend, Sql
+from erstwhile.eventstore.backend import TAGGED, Backend, Sql, driver_errors
+from erstwhile.eventstore.json_rows import json_arrays
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 NO_TRUNCATE = "erstwhile_events_no_truncate"
@@ -217,37 +217,6 @@ COLUMN_TYPES = (
 )
 """A table's column types, without their modifiers (a cast to ``varchar(n)`` would cut a
 longer value short, where the column itself refuses it)."""
-JSON_ARRAY_BYTES = 32 * 1024 * 1024
-"""The most bytes one statement's JSON array of rows takes: a ``jsonb`` value holds at
-most 256 MB, and an import's batch of 1,000 events of the largest memories would pass
-that (each payload about 374 KB as hex)."""
-JSON_ROWS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
-"""Values orjson would write in a form of its own choosing (instants, subclasses of
-``str`` and ``int``) go to :func:`json_value`, which refuses them. A ``str`` enum goes
-as its value, as psycopg sends it."""
-
-
-def json_value(value: Any) -> str:
-    """The JSON text of a parameter orjson has no form for: bytes, as ``bytea``'s hex
-    input. Anything else is refused: the rows of a plain INSERT hold text, numbers,
-    bytes, UUIDs and NULLs."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "\\x" + bytes(value).hex()
-    raise TypeError(f"no JSON form for a {type(value).__name__} parameter")
-
-
-def json_arrays(rows: Sequence[Sequence[Any]]) -> Iterator[str]:
-    """The rows as JSON arrays of at most :data:`JSON_ARRAY_BYTES` each: all of them in
-    one, or halved until each part fits."""
-    encoded = orjson.dumps(rows, default=json_value, option=JSON_ROWS)
-    if len(encoded) <= JSON_ARRAY_BYTES or len(rows) == 1:
-        yield encoded.decode()
-        return
-    half = len(rows) // 2
-    yield from json_arrays(rows[:half])
-    yield from json_arrays(rows[half:])
-
-
 TRACKING_TABLE = "erstwhile_tracking"
 ADVANCE_TRACKING = (
     f"INSERT INTO {TRACKING_TABLE} (application_name, notification_id) "
@@ -891,7 +860,7 @@ class PostgresBackend(Backend):
                     connection.execute(SQL("LOCK TABLE {0} IN ACCESS EXCLUSIVE MODE").format(name))
                     if _first(connection.execute(empty))["empty"]:
                         connection.execute(SQL("ALTER TABLE {0} {1}").format(name, changes))
-        except DRIVER_ERRORS as error:
+        except driver_errors() as error:
             if _caused_by(error, psycopg.errors.InsufficientPrivilege):
                 if self.scrub_mode == "full":
                     raise StoreUnavailable(
@@ -933,7 +902,7 @@ class PostgresBackend(Backend):
                     finally:
                         connection.remove_notice_handler(heard)
                 break
-            except DRIVER_ERRORS as error:
+            except driver_errors() as error:
                 if not _caused_by(error, psycopg.errors.DeadlockDetected):
                     raise
                 if attempt == STATISTICS_ATTEMPTS - 1:
@@ -1066,7 +1035,7 @@ class PostgresBackend(Backend):
                     "WHERE oid = to_regclass(%s)",
                     (table,),
                 ).fetchone()
-        except DRIVER_ERRORS:
+        except driver_errors():
             with self.datastore.get_connection() as connection:
                 if not _exists(connection, table):  # dropped meanwhile: a rebuild's shadow
                     return 0

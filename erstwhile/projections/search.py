@@ -29,7 +29,7 @@ from erstwhile.domain.events import Archived, Asserted, Forgotten, LedgerEvent, 
 from erstwhile.domain.time import end_to_micros, to_micros
 from erstwhile.eventstore import RecordedEvent, Sql
 from erstwhile.eventstore.backend import Backend
-from erstwhile.eventstore.postgres import json_arrays
+from erstwhile.eventstore.json_rows import json_arrays
 from erstwhile.projections.base import Folded, Projection
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import ShadowSql
@@ -88,7 +88,7 @@ INSERT_FULL_ROWS = (
     "FROM jsonb_array_elements(?::jsonb) AS r"
 )
 """PostgreSQL: a fold's rows of the full index, as one statement with the rows in one
-JSON array (several past :data:`~erstwhile.eventstore.postgres.JSON_ARRAY_BYTES`). A
+JSON array (several past :data:`~erstwhile.eventstore.json_rows.JSON_ARRAY_BYTES`). A
 statement per row (in one pipeline) cost the server 31.5 µs a memory in bulk writes,
 against 22 for this, and the client 7% more instructions in all: psycopg's pipeline
 handles each statement and its result on its own."""

@@ -20,7 +20,7 @@ from erstwhile import (
     SupersessionRefused,
     ValidationError,
 )
-from erstwhile.eventstore import postgres
+from erstwhile.eventstore import json_rows
 from erstwhile.projections import recall, search
 from tests.conftest import ManualClock, OpenLedger, event_count
 
@@ -584,7 +584,7 @@ def test_rows_indexed_in_several_statements_enter_the_live_index_as_in_one(
 ) -> None:
     """PostgreSQL: a fold's search rows past one JSON array's size go in several
     statements, each copying its live rows; the live index ends as if they went in one."""
-    monkeypatch.setattr(postgres, "JSON_ARRAY_BYTES", 120)  # about a row a statement
+    monkeypatch.setattr(json_rows, "JSON_ARRAY_BYTES", 120)  # about a row a statement
     with Ledger.open(postgres_url, namespace="acme", actor="tester", clock=clock) as ledger:
         current = kestrels(ledger)
         assert live_index_ids(ledger) == current

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from erstwhile import ConcurrencyConflict, Kind
-from erstwhile.eventstore import Backend, Sql, open_backend, postgres, translated_errors
+from erstwhile.eventstore import Backend, Sql, json_rows, open_backend, postgres, translated_errors
 
 CLAIM = (
     "INSERT INTO erstwhile_idempotency (namespace, idempotency_key, fingerprint, memory_id) "
@@ -243,12 +243,12 @@ def test_rows_past_one_arrays_size_go_in_parts_and_all_arrive(
 ) -> None:
     """PostgreSQL: a ``jsonb`` value holds at most 256 MB, so rows whose JSON would pass
     ``JSON_ARRAY_BYTES`` go as several statements (halved until each part fits)."""
-    monkeypatch.setattr(postgres, "JSON_ARRAY_BYTES", 2_000)
+    monkeypatch.setattr(json_rows, "JSON_ARRAY_BYTES", 2_000)
     rows = [(n, "x" * 90 + str(n), n, 0.5, bytes([n]), ROW_ID) for n in range(60)]
-    parts = list(postgres.json_arrays(rows))
+    parts = list(json_rows.json_arrays(rows))
     assert len(parts) > 4 and all(len(part.encode()) <= 2_000 for part in parts)
     assert [row for part in parts for row in orjson.loads(part)] == orjson.loads(
-        orjson.dumps(rows, default=postgres.json_value)
+        orjson.dumps(rows, default=json_rows.json_value)
     )
     backend = open_backend(postgres_url)
     try:
@@ -268,8 +268,8 @@ def test_a_value_json_would_spell_its_own_way_is_refused() -> None:
     not the driver's: refused instead (no caller passes one). A ``str`` enum goes as its
     value, as psycopg sends it."""
     with pytest.raises(TypeError, match="not JSON serializable"):
-        list(postgres.json_arrays([(1, datetime(2026, 1, 1, tzinfo=UTC))]))
-    assert list(postgres.json_arrays([(1, Kind.FACT)])) == ['[[1,"fact"]]']
+        list(json_rows.json_arrays([(1, datetime(2026, 1, 1, tzinfo=UTC))]))
+    assert list(json_rows.json_arrays([(1, Kind.FACT)])) == ['[[1,"fact"]]']
 
 
 NOTE = "INSERT INTO typed_rows (n, t) VALUES (?, ?)"
