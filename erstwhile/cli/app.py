@@ -91,8 +91,10 @@ def exit_code(error: ErstwhileError) -> int:
 def demo(
     ctx: typer.Context,
     file: Annotated[
-        Path | None,
-        typer.Option(help="SQLite file to write the story to: a path, not yet existing."),
+        str | None,
+        typer.Option(
+            metavar="PATH", help="SQLite file to write the story to: a path, not yet existing."
+        ),
     ] = None,
 ) -> None:
     """Tell the Supabase-to-AWS story against a fresh SQLite file and print the answers.
@@ -101,11 +103,11 @@ def demo(
     --actor are refused here (give the file with --file).
     """
     refuse_store_options(ctx)
-    if file is not None and str(file).startswith("sqlite:"):
+    if file is not None and "://" in file:
         raise typer.BadParameter(
             "give the demo's file as a path (demo.db), not as a URL", param_hint="'--file'"
         )
-    path = file or Path(tempfile.mkdtemp(prefix="erstwhile-demo-")) / "demo.db"
+    path = Path(file) if file else Path(tempfile.mkdtemp(prefix="erstwhile-demo-")) / "demo.db"
     if path.exists():
         raise ErstwhileError(f"{path} already exists; the demo needs a fresh file")
     with Ledger.open(f"sqlite:///{path}", namespace="demo", actor="demo") as ledger:

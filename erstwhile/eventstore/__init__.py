@@ -11,7 +11,14 @@ import os
 from pathlib import Path
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import Backend, Sql, in_lists, marks, translated_errors
+from erstwhile.eventstore.backend import (
+    Backend,
+    Sql,
+    in_lists,
+    marks,
+    outcome_unknown,
+    translated_errors,
+)
 from erstwhile.eventstore.log import ERASED_FINGERPRINT, AppendResult, EventFilter, EventLog
 from erstwhile.eventstore.records import IdempotencyClaim, RecordedEvent
 
@@ -31,6 +38,7 @@ __all__ = [
     "marks",
     "missing_store",
     "open_backend",
+    "outcome_unknown",
     "resolve_url",
     "translated_errors",
 ]

@@ -380,12 +380,34 @@ def closed_errors() -> tuple[type[BaseException], ...]:
 
 
 def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
-    """The error class ``module.name``, once something has imported ``module``: the
-    PostgreSQL driver is loaded with the PostgreSQL backend, and until then none of its
-    errors can be raised. (Importing it up front cost every SQLite ledger, and every
-    run of the command line, about 0.13 s.)"""
-    found = sys.modules.get(module)
-    return (getattr(found, name),) if found is not None else ()
+    """The error class ``module.name``, once ``module`` has been imported and defines it:
+    the PostgreSQL driver is loaded with the PostgreSQL backend, and until then none of
+    its errors can be raised. (Importing it up front cost every SQLite ledger, and every
+    run of the command line, about 0.13 s.) A module another thread is still importing
+    is in ``sys.modules`` before it defines its classes: none of them is in flight then."""
+    found = getattr(sys.modules.get(module), name, None)
+    return (found,) if found is not None else ()
+
+
+UNKNOWN_OUTCOME_SQLSTATES = ("08", "57")
+"""PostgreSQL's classes of errors after which a write may have committed unheard:
+connection exceptions, and operator intervention (the server ended the session)."""
+
+
+def outcome_unknown(error: BaseException) -> bool:
+    """Whether a write that failed with ``error`` may have committed all the same: the
+    connection was lost while it ran (on SQLite, the disk failed), so the store may have
+    committed before its answer was lost. A refusal the store reported (a lock not
+    granted in time, a constraint) means the write was rolled back."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, sqlite3.Error):
+            return getattr(cause, "sqlite_errorname", "").startswith("SQLITE_IOERR")
+        if isinstance(cause, _loaded("psycopg", "Error")):
+            sqlstate = getattr(cause, "sqlstate", None)
+            return sqlstate is None or sqlstate[:2] in UNKNOWN_OUTCOME_SQLSTATES
+        cause = cause.__cause__
+    return False
 
 
 @contextmanager

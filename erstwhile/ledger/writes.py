@@ -34,6 +34,7 @@ from erstwhile.eventstore import (
     IdempotencyClaim,
     RecordedEvent,
     Sql,
+    outcome_unknown,
     translated_errors,
 )
 from erstwhile.ledger.arguments import flag, optional_text
@@ -337,7 +338,7 @@ class WriteCommands(LedgerCore):
                 return
             raise
         except StoreUnavailable as lost:
-            if hard:
+            if hard and outcome_unknown(lost):
                 lost.add_note(uncertain_erasure([target.id]))
             raise
         if hard:
@@ -427,7 +428,8 @@ class WriteCommands(LedgerCore):
                 self._forget(target.id, hard=True, reason=reason, erased=erased)
             return
         except StoreUnavailable as lost:
-            lost.add_note(uncertain_erasure([target.id for target in due]))
+            if outcome_unknown(lost):
+                lost.add_note(uncertain_erasure([target.id for target in due]))
             raise
         erased.extend(target.id for target in due)
         self._after_append(position)

@@ -342,11 +342,15 @@ def test_demo_refuses_options_it_would_ignore(tmp_path: Path) -> None:
         ["--db", str(tmp_path / "mine.db"), "demo"],
         ["--namespace", "team", "--actor", "ada", "demo", "--file", "d.db"],
         ["demo", "--file", f"sqlite:///{tmp_path / 'd.db'}"],
+        ["demo", "--file", "postgresql://postgres@127.0.0.1:5432/test"],
     )
     assert all(failed_cleanly(r, 2) for r in refused), [r.stderr for r in refused]
     assert "'--db'" in refused[0].stderr and "'--namespace' / '--actor'" in refused[1].stderr
-    assert "not as a URL" in refused[2].stderr
+    assert all("not as a URL" in r.stderr for r in refused[2:])
     assert list(tmp_path.iterdir()) == []
+    # A file whose name has a colon is a path like any other.
+    assert run(tmp_path, "demo", "--file", "./sqlite:d.db").code == 0
+    assert (tmp_path / "sqlite:d.db").exists()
 
 
 def test_demo_prints_its_explore_hint_on_one_line(tmp_path: Path) -> None:

@@ -240,6 +240,16 @@ def test_a_hard_forget_left_unfolded_wipes_the_projections_in_its_own_transactio
     assert [e.type for e in follower.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
+def lost_store(store_url: str) -> Exception:
+    """The driver's error when the store stops answering mid-commit: on SQLite a disk
+    that failed, on PostgreSQL a connection the server closed."""
+    if store_url.startswith("sqlite:///"):
+        failed = sqlite3.OperationalError("disk I/O error")
+        failed.sqlite_errorname = "SQLITE_IOERR_FSYNC"  # as the driver sets it
+        return failed
+    return psycopg.OperationalError("server closed the connection unexpectedly")
+
+
 @pytest.mark.parametrize("committed", [True, False])
 def test_a_hard_forget_that_loses_the_store_in_its_commit_says_to_forget_again(
     store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch, committed: bool
@@ -258,7 +268,9 @@ def test_a_hard_forget_that_loses_the_store_in_its_commit_says_to_forget_again(
     def loses_the_store(self: Ledger, *args: Any, **kwargs: Any) -> int:
         if committed:
             append(self, *args, **kwargs)
-        raise StoreUnavailable("server closed the connection unexpectedly")
+        raise StoreUnavailable("the store failed: the connection was lost") from lost_store(
+            store_url
+        )
 
     with monkeypatch.context() as patch:
         patch.setattr(type(ledger), "_append_committed", loses_the_store)
