@@ -299,6 +299,32 @@ def test_a_hard_forget_that_loses_the_store_in_its_commit_says_to_forget_again(
             ledger.get(memory.id)
 
 
+def test_a_hard_forget_the_store_refused_carries_no_note(
+    store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal the store reported (here a lock not granted in time) rolled the forget
+    back: nothing may have committed, so the error says nothing of the kind."""
+    ledger = open_ledger(namespace="acme")
+    secret = remember_secret(ledger)
+    refused: Exception = (
+        psycopg.errors.LockNotAvailable("canceling statement due to lock timeout")
+        if not store_url.startswith("sqlite:///")
+        else sqlite3.OperationalError("database is locked")
+    )
+    if isinstance(refused, sqlite3.OperationalError):
+        refused.sqlite_errorname = "SQLITE_BUSY"
+
+    def refuses(self: Ledger, *args: Any, **kwargs: Any) -> int:
+        raise StoreUnavailable(f"the store failed: {refused}") from refused
+
+    monkeypatch.setattr(type(ledger), "_append_committed", refuses)
+    with pytest.raises(StoreUnavailable) as failed:
+        ledger.forget(secret.id, hard=True)
+    assert not hasattr(failed.value, "__notes__")
+    monkeypatch.undo()
+    assert ledger.get(secret.id).content == SECRETS["content"]
+
+
 @pytest.mark.postgres
 def test_a_hard_forget_whose_session_the_server_ends_says_to_forget_again(
     postgres_url: str, postgres_database: str, monkeypatch: pytest.MonkeyPatch
