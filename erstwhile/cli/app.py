@@ -77,8 +77,8 @@ def options(
 
 
 def error_message(error: ErstwhileError) -> str:
-    """The error's message followed by its notes (what else went wrong meanwhile, or
-    what the user may need to do), all on one line."""
+    """Return the error's message followed by its notes (what else went wrong
+    meanwhile, or what the user may need to do), all on one line."""
     return "; ".join([str(error), *getattr(error, "__notes__", ())])
 
 
@@ -134,8 +134,8 @@ def refuse_store_options(ctx: typer.Context) -> None:
 
 
 def _typed_before(ctx: typer.Context, name: str) -> bool:
-    """Whether the option ``name`` of the command above ``ctx``'s (``erstwhile`` itself)
-    was given on the command line."""
+    """Tell whether the option ``name`` of the command above ``ctx``'s (``erstwhile``
+    itself) was given on the command line."""
     source = ctx.parent.get_parameter_source(name) if ctx.parent is not None else None
     return source is not None and source.name == "COMMANDLINE"
 

@@ -365,24 +365,25 @@ class Backend(ABC):
 
 
 def driver_errors() -> tuple[type[BaseException], ...]:
-    """What the drivers and eventsourcing's recorders raise when the store fails."""
+    """Return what the drivers and eventsourcing's recorders raise when the store fails."""
     return (PersistenceError, sqlite3.Error, OSError, *_loaded("psycopg", "Error"))
 
 
 def integrity_errors() -> tuple[type[BaseException], ...]:
-    """What the drivers and eventsourcing raise when a write breaks a constraint."""
+    """Return what the drivers and eventsourcing raise when a write breaks a constraint."""
     return (IntegrityError, sqlite3.IntegrityError, *_loaded("psycopg", "IntegrityError"))
 
 
 def closed_errors() -> tuple[type[BaseException], ...]:
-    """What the pools raise once the ledger is closed (eventsourcing wraps psycopg's)."""
+    """Return what the pools raise once the ledger is closed (eventsourcing wraps
+    psycopg's)."""
     return (ConnectionPoolClosedError, *_loaded("psycopg_pool", "PoolClosed"))
 
 
 def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
-    """The error class ``module.name``, once ``module`` has been imported and defines it:
-    the PostgreSQL driver is loaded with the PostgreSQL backend, and until then none of
-    its errors can be raised. (Importing it up front cost every SQLite ledger, and every
+    """Return the error class ``module.name`` in a tuple, empty until ``module`` is
+    imported and defines it: the PostgreSQL driver is loaded with the PostgreSQL
+    backend, and until then none of its errors can be raised. (Importing it up front cost every SQLite ledger, and every
     run of the command line, about 0.13 s.) A module another thread is still importing
     is in ``sys.modules`` before it defines its classes: none of them is in flight then."""
     found = getattr(sys.modules.get(module), name, None)
@@ -395,7 +396,7 @@ connection exceptions, and operator intervention (the server ended the session).
 
 
 def outcome_unknown(error: BaseException) -> bool:
-    """Whether a write that failed with ``error`` may have committed all the same: the
+    """Tell whether a write that failed with ``error`` may have committed all the same: the
     connection was lost while it ran (on SQLite, the disk failed), so the store may have
     committed before its answer was lost. A refusal the store reported (a lock not
     granted in time, a constraint) means the write was rolled back."""

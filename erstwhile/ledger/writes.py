@@ -567,8 +567,8 @@ class WriteCommands(LedgerCore):
 
 
 def uncertain_erasure(memory_ids: Sequence[UUID]) -> str:
-    """What to do after a hard forget's append lost the store before it heard whether
-    it committed (the connection dropped during the commit, say): the erasure may have
+    """Say what to do after a hard forget's append lost the store before it heard
+    whether it committed (the connection dropped during the commit, say): the erasure may have
     happened, unscrubbed, or not at all; forgetting again settles both."""
     if len(memory_ids) == 1:
         which, again = f"memory {memory_ids[0]}", "it again (hard), which erases it if it is"
