@@ -383,9 +383,10 @@ def closed_errors() -> tuple[type[BaseException], ...]:
 def _loaded(module: str, name: str) -> tuple[type[BaseException], ...]:
     """Return the error class ``module.name`` in a tuple, empty until ``module`` is
     imported and defines it: the PostgreSQL driver is loaded with the PostgreSQL
-    backend, and until then none of its errors can be raised. (Importing it up front cost every SQLite ledger, and every
-    run of the command line, about 0.13 s.) A module another thread is still importing
-    is in ``sys.modules`` before it defines its classes: none of them is in flight then."""
+    backend, and until then none of its errors can be raised. (Importing it up front
+    cost every SQLite ledger, and every run of the command line, about 0.13 s.) A module
+    another thread is still importing is in ``sys.modules`` before it defines its
+    classes: none of them is in flight then."""
     found = getattr(sys.modules.get(module), name, None)
     return (found,) if found is not None else ()
 
