@@ -74,9 +74,10 @@ MERGE_PENDING = (
     "AND pg_has_role(c.relowner, 'USAGE')"
 )
 """PostgreSQL: merge the search tables' GIN pending lists (the indexes are found through
-their tables, whose names a rebuild's shadow changes). Only an index's owner may; a role
-that writes to tables another role owns leaves the lists to the owner's vacuums instead
-of failing."""
+their tables, whose names a rebuild's shadow changes). Only an index's owner may, so
+the statement skips indexes its role does not own rather than fail. (Today a role that
+does not own the tables cannot open a ledger at all: opening creates missing indexes;
+see decisions.md, "Stores".)"""
 MERGE_PENDING_ROWS = 64
 """PostgreSQL: how many rows a process adds to the GIN pending lists before its write
 merges them. Merging costs about 0.12 ms of server time however few rows wait (for one
