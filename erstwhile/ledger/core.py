@@ -33,6 +33,7 @@ from erstwhile.eventstore import (
     EventLog,
     Sql,
     open_backend,
+    outcome_unknown,
     translated_errors,
 )
 from erstwhile.ledger.arguments import (
@@ -257,17 +258,25 @@ class LedgerCore:
         """Append events at once, folded as the ledger folds its writes; return the last
         one's position. Committed when it returns, before what follows a commit
         (:meth:`_after_append`), which may fail on its own: a command that must know
-        what committed (a hard forget's scrub) runs that step itself."""
-        result = self.log.append(
-            lambda _start: list(events),
-            actor=self.actor,
-            namespace=self.namespace,
-            clock=self.now,
-            erase=erase,
-            expect=expect,
-            then=self._fold_in_append,
-            ahead=self._ahead_of_append,
-        )
+        what committed (a hard forget's scrub) runs that step itself. An append that
+        erases (``erase``: the memories whose keys it destroys) and loses the store
+        before it hears whether it committed says so on its error
+        (:func:`uncertain_erasure`)."""
+        try:
+            result = self.log.append(
+                lambda _start: list(events),
+                actor=self.actor,
+                namespace=self.namespace,
+                clock=self.now,
+                erase=erase,
+                expect=expect,
+                then=self._fold_in_append,
+                ahead=self._ahead_of_append,
+            )
+        except StoreUnavailable as lost:
+            if erase and outcome_unknown(lost):
+                lost.add_note(uncertain_erasure(erase))
+            raise
         return result.position
 
     def _ahead_of_append(self, sql: Sql) -> None:
@@ -353,3 +362,19 @@ class LedgerCore:
     def _has_key(self, memory_id: UUID) -> bool:
         with translated_errors(), self.log.backend.read_one() as sql:
             return self.log.keyring.exists(sql, memory_id)
+
+
+def uncertain_erasure(memory_ids: Sequence[UUID]) -> str:
+    """Say what to do after a hard forget's append lost the store before it heard
+    whether it committed (the connection dropped during the commit, say): the erasure
+    may have happened, unscrubbed, or not at all; forgetting again settles both."""
+    if len(memory_ids) == 1:
+        which, again = f"memory {memory_ids[0]}", "it again (hard), which erases it if it is"
+    else:
+        which = f"memories {', '.join(map(str, memory_ids))}"
+        again = "them again (hard), which erases any that is"
+    return (
+        f"the hard forget of {which} may have committed before the store stopped "
+        f"answering: once it answers, forget {again} not erased yet and scrubs the "
+        "database files"
+    )

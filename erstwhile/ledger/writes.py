@@ -34,7 +34,6 @@ from erstwhile.eventstore import (
     IdempotencyClaim,
     RecordedEvent,
     Sql,
-    outcome_unknown,
     translated_errors,
 )
 from erstwhile.ledger.arguments import flag, optional_text
@@ -337,10 +336,6 @@ class WriteCommands(LedgerCore):
                     erased.append(now.id)
                 return
             raise
-        except StoreUnavailable as lost:
-            if hard and outcome_unknown(lost):
-                lost.add_note(uncertain_erasure([target.id]))
-            raise
         if hard:
             erased.append(target.id)
         self._after_append(position)
@@ -427,10 +422,6 @@ class WriteCommands(LedgerCore):
             for target in due:
                 self._forget(target.id, hard=True, reason=reason, erased=erased)
             return
-        except StoreUnavailable as lost:
-            if outcome_unknown(lost):
-                lost.add_note(uncertain_erasure([target.id for target in due]))
-            raise
         erased.extend(target.id for target in due)
         self._after_append(position)
         self._fold_own_write(position)
@@ -564,22 +555,6 @@ class WriteCommands(LedgerCore):
             raise NotFound(
                 f"idempotency key {key!r} made memory {memory_id}, which was forgotten"
             ) from None
-
-
-def uncertain_erasure(memory_ids: Sequence[UUID]) -> str:
-    """Say what to do after a hard forget's append lost the store before it heard
-    whether it committed (the connection dropped during the commit, say): the erasure may have
-    happened, unscrubbed, or not at all; forgetting again settles both."""
-    if len(memory_ids) == 1:
-        which, again = f"memory {memory_ids[0]}", "it again (hard), which erases it if it is"
-    else:
-        which = f"memories {', '.join(map(str, memory_ids))}"
-        again = "them again (hard), which erases any that is"
-    return (
-        f"the hard forget of {which} may have committed before the store stopped "
-        f"answering: once it answers, forget {again} not erased yet and scrubs the "
-        "database files"
-    )
 
 
 def _parsed(items: list[Mapping[str, Any]]) -> list[WritePlan]:

@@ -35,7 +35,7 @@ from erstwhile import (
 )
 from erstwhile.domain.views import VerifyReport
 from erstwhile.domain.writes import WritePlan
-from erstwhile.eventstore.log import EVENTS_PER_INSERT
+from erstwhile.eventstore.log import EVENTS_PER_INSERT, EventLog
 from erstwhile.ledger import writes
 from erstwhile.ledger.audit import IMPORT_BATCH
 from erstwhile.projections import search
@@ -263,17 +263,17 @@ def test_a_hard_forget_that_loses_the_store_in_its_commit_says_to_forget_again(
     others = [ledger.remember(f"Bob's note {n}", kind="note") for n in range(2)]
     for other in others:
         ledger.forget(other.id)
-    append = type(ledger)._append_committed
+    append = EventLog.append
 
-    def loses_the_store(self: Ledger, *args: Any, **kwargs: Any) -> int:
+    def loses_the_store(log: EventLog, *args: Any, **kwargs: Any) -> Any:
         if committed:
-            append(self, *args, **kwargs)
+            append(log, *args, **kwargs)
         raise StoreUnavailable("the store failed: the connection was lost") from lost_store(
             store_url
         )
 
     with monkeypatch.context() as patch:
-        patch.setattr(type(ledger), "_append_committed", loses_the_store)
+        patch.setattr(EventLog, "append", loses_the_store)
         with pytest.raises(StoreUnavailable) as lost:
             ledger.forget(secret.id, hard=True)
         with pytest.raises(StoreUnavailable) as lost_group:
@@ -314,10 +314,10 @@ def test_a_hard_forget_the_store_refused_carries_no_note(
     if isinstance(refused, sqlite3.OperationalError):
         refused.sqlite_errorname = "SQLITE_BUSY"
 
-    def refuses(self: Ledger, *args: Any, **kwargs: Any) -> int:
+    def refuses(log: EventLog, *args: Any, **kwargs: Any) -> Any:
         raise StoreUnavailable(f"the store failed: {refused}") from refused
 
-    monkeypatch.setattr(type(ledger), "_append_committed", refuses)
+    monkeypatch.setattr(EventLog, "append", refuses)
     with pytest.raises(StoreUnavailable) as failed:
         ledger.forget(secret.id, hard=True)
     assert not hasattr(failed.value, "__notes__")
