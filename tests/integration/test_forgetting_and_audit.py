@@ -1087,6 +1087,66 @@ def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path)
         assert ledger.head() == 1
 
 
+def structure_sizes(path: Path) -> dict[str, int]:
+    """The size of each FTS5 index's structure record (see ``search.STRUCTURE_BOUND``)."""
+    with closing(sqlite3.connect(path)) as raw:
+        return {
+            table: raw.execute(
+                f"SELECT length(block) FROM {table}_data WHERE id = {search.STRUCTURE_ROW}"
+            ).fetchone()[0]
+            for table in (search.FULL, search.LIVE)
+        }
+
+
+def test_many_hard_forgets_leave_a_sqlite_store_usable(tmp_path: Path) -> None:
+    """Each hard forget optimizes both full-text indexes, and the SQLite linked here
+    (3.40.1) adds a level to an index's structure at every such optimize: at about the
+    1,000th hard forget the record read as corrupt, the forget failed ("database disk
+    image is malformed"), and so did every later write and the store's opening."""
+    path = tmp_path / "erasures.db"
+    with Ledger.open(path, namespace="acme", actor="dpo") as ledger:
+        users = ledger.remember_many(
+            {"content": f"user {i} writes from u{i}@example.com", "subject": f"user{i}",
+             "attribute": "email", "value": f"u{i}@example.com"}
+            for i in range(1_100)
+        )  # fmt: skip
+        for place, user in enumerate(users):
+            if place % 10 == 0:
+                ledger.remember(f"unrelated note {place}")
+            ledger.forget(user.id, hard=True)
+        kept = ledger.remember("a kept note about the lighthouse")
+        assert [hit.memory.id for hit in ledger.search("lighthouse")] == [kept.id]
+        assert ledger.search("example") == []
+        assert ledger.verify().ok
+    assert all(size <= search.STRUCTURE_BOUND for size in structure_sizes(path).values())
+    with Ledger.open(path, namespace="acme", actor="dpo") as ledger:
+        assert len(ledger.search("unrelated", limit=200)) == 110
+        ledger.rebuild()
+        assert [hit.memory.id for hit in ledger.search("lighthouse")] == [kept.id]
+
+
+def test_hard_forgets_whose_indexes_are_rebuilt_leave_no_secret_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room for few levels, the hard forgets' optimizes rebuild the indexes they
+    merged: the rebuilt indexes hold what they held, less the erased memories, and no
+    byte of the secret is left in the files."""
+    url = f"sqlite:///{tmp_path}/rebuilt.db"
+    monkeypatch.setattr(search, "STRUCTURE_BOUND", 100)
+    with Ledger.open(url, namespace="acme", actor="dpo") as ledger:
+        notes = ledger.remember_many(  # more than a page of index: its levels grow
+            {"content": f"note {i} on the herons"} for i in range(400)
+        )
+        secret = remember_secret(ledger)
+        for note in notes[:40]:
+            ledger.forget(note.id, hard=True)
+        ledger.forget(secret.id, hard=True)
+        assert len(ledger.search("herons", limit=500)) == 360
+        assert ledger.search("passport", include_history=True) == []
+    assert leaked(url) == []
+    assert all(size <= 100 for size in structure_sizes(tmp_path / "rebuilt.db").values())
+
+
 BUSY_ON_THE_STORE = """
 import sys
 from erstwhile import ErstwhileError, Ledger
