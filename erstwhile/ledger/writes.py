@@ -342,6 +342,12 @@ class WriteCommands(LedgerCore):
                 if hard:
                     erased.append(now.id)
                 return
+            if hard and now.state is State.FORGOTTEN:
+                # It forgot it softly: this forget upgrades that one, as it would have
+                # done after it. (A memory only moves on from forgotten to erased, so
+                # the retry meets at most a hard forget, which is what it makes.)
+                self._forget(memory_id, hard=True, reason=reason, erased=erased)
+                return
             raise
         if hard:
             erased.append(target.id)

@@ -380,6 +380,35 @@ def test_a_forget_racing_the_same_forget_is_a_no_op(
     assert [e.type for e in mine.events(memory_id=secret.id)] == ["Asserted", "Forgotten"]
 
 
+def test_a_hard_forget_racing_a_soft_forget_upgrades_it(
+    store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's soft forget commits between this hard forget's checks and its
+    append. Run one after the other the two succeed (soft may be upgraded to hard); so
+    they do racing: the hard forget raised ConcurrencyConflict and left the content
+    readable in the log."""
+    mine, theirs = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    secret = remember_secret(mine)
+    append = type(mine)._append_committed
+    raced: list[bool] = []
+
+    def softly_forgotten_meanwhile(ledger: Ledger, *args: Any, **kwargs: Any) -> int:
+        if ledger is mine and not raced:  # (both ledgers share the patched class)
+            raced.append(True)
+            theirs.forget(secret.id, reason="asked to hide it")
+        return append(ledger, *args, **kwargs)
+
+    monkeypatch.setattr(type(mine), "_append_committed", softly_forgotten_meanwhile)
+    mine.forget(secret.id, hard=True, reason="GDPR request 18")
+    logged = [(e.type, e.data) for e in mine.events(memory_id=secret.id)]
+    assert logged == [
+        ("Asserted", None),
+        ("Forgotten", {"hard": False, "reason": "asked to hide it"}),
+        ("Forgotten", {"hard": True, "reason": "GDPR request 18"}),
+    ]
+    assert leaked(store_url) == []
+
+
 def test_a_hard_forget_that_another_process_made_first_is_a_no_op(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
