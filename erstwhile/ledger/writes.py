@@ -185,9 +185,11 @@ class WriteCommands(LedgerCore):
                 )
                 links.update(links_from_fold(appended, self.memories_projection.clocks, positions))
                 if pipelined:
-                    # Built before the COMMIT is sent: the server is still storing the
-                    # fold's rows meanwhile, so this work adds nothing to the wait for
-                    # them (on SQLite it would only hold the write lock longer).
+                    # Built before the COMMIT is sent, while the server is still storing
+                    # the fold's rows (for a batch of 500, about 14 ms of its work left
+                    # against 4 to 6.5 ms to build them), so the COMMIT, and with it the
+                    # write lock's release, come no later. On SQLite, where the
+                    # statements have run by now, it would only hold the lock longer.
                     made[:] = memories_from_append(appended, self.namespace, links)
 
         result = self.log.append(
@@ -342,10 +344,9 @@ class WriteCommands(LedgerCore):
                 if hard:
                     erased.append(now.id)
                 return
-            if hard and now.state is State.FORGOTTEN:
-                # It forgot it softly: this forget upgrades that one, as it would have
-                # done after it. (A memory only moves on from forgotten to erased, so
-                # the retry meets at most a hard forget, which is what it makes.)
+            if hard and now.state is State.FORGOTTEN and target.state is not State.FORGOTTEN:
+                # It forgot it softly meanwhile: this forget upgrades that one, as it
+                # would have done after it (once: the retry reads it forgotten already).
                 self._forget(memory_id, hard=True, reason=reason, erased=erased)
                 return
             raise

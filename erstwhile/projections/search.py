@@ -374,24 +374,32 @@ statement (4.4 µs a row; 32 as a statement per row: FTS5 sets up a cursor for e
 
 
 STRUCTURE_BOUND = 1_000
-"""SQLite: the size (bytes) past which an FTS5 index's structure record is compacted
-after an optimize (see :func:`optimize`). The SQLite that Python links on Debian 12
-(3.40.1) adds a level to an index at every optimize that has a segment to merge into
-the one before, and never drops the emptied levels; each costs about 2 bytes of the
-record, and past 2,000 levels (about 4 KB) FTS5 reads the record as corrupt: the table
-no longer opens, and nor does the ledger. A hard forget optimizes both indexes, so
-about 1,000 of them broke a store. A rebuild of the index writes the record anew (12
-bytes), at about 3.5 times an optimize's cost (240 against 68 ms at 100k memories),
-once in some 250 optimizes."""
+"""SQLite: the size (bytes) past which an FTS5 index's structure record is written anew
+after a merge (see :func:`compact_structure`). The SQLite that Python links on Debian 12
+(3.40.1) adds levels to an index at every delete followed by an optimize (two: one for
+the delete's segment, one for the merged segment) and never drops the emptied ones;
+each level costs about 2 bytes of the record, and past 2,000 levels (about 4 KB) FTS5
+reads the record as corrupt: the table no longer opens, and nor does the ledger. A hard
+forget deletes from both indexes and optimizes them, so about 1,000 of them broke a
+store. Rebuilding an index writes its record anew; with the optimize after it, it
+costs about 4.5 times an optimize (240 and 68 ms against 68 at 100k memories), once in
+some 250 hard forgets."""
 STRUCTURE_ROW = 10
 """The row of an FTS5 index's ``_data`` table that holds its structure record."""
 
 
 def optimize(sql: Sql, table: str) -> None:
-    """SQLite: merge an FTS5 index into one segment (which drops every removed row's
-    entries); then, if its structure record has grown past :data:`STRUCTURE_BOUND`,
-    rebuild the index from its content, which writes the record anew."""
+    """SQLite: merge an FTS5 index into one segment, which drops every removed row's
+    entries, and keep its structure record small (:func:`compact_structure`)."""
     sql.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+    compact_structure(sql, table)
+
+
+def compact_structure(sql: Sql, table: str) -> None:
+    """SQLite: if an FTS5 index's structure record has grown past
+    :data:`STRUCTURE_BOUND`, rebuild the index from its content (which writes the record
+    anew, and keeps no row deleted before) and merge it again into one segment (a
+    rebuilt large index is left in several)."""
     # The index's own tables are named after it as this transaction spells it (a
     # rebuild's build renames the index, and not what it writes), hence two statements.
     sql.execute(f"SELECT '{table}' AS name")
@@ -400,6 +408,7 @@ def optimize(sql: Sql, table: str) -> None:
     row = sql.fetchone()
     if row is not None and row["size"] > STRUCTURE_BOUND:
         sql.execute(f"INSERT INTO {table} ({table}) VALUES ('rebuild')")
+        sql.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
 
 
 def upkeep(sql: Sql, removed: int) -> None:
