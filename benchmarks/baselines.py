@@ -256,10 +256,14 @@ class RawSQLite(RawStore):
     def lookup(self, subject: str, attribute: str, valid: int, recorded: int) -> list[Any]:
         statement = FACTS_LOOKUP.format("?")
         params = (subject, attribute, valid, valid, recorded, recorded)
-        return self.connection.execute(statement, params).fetchall()
+        rows: list[Any] = self.connection.execute(statement, params).fetchall()
+        return rows
 
     def rectangles(self, subject: str, attribute: str) -> list[Any]:
-        return self.connection.execute(RECTANGLES.format("?"), (subject, attribute)).fetchall()
+        rows: list[Any] = self.connection.execute(
+            RECTANGLES.format("?"), (subject, attribute)
+        ).fetchall()
+        return rows
 
     def load_documents(self, texts: Iterable[str]) -> None:
         self.connection.execute(
@@ -272,11 +276,12 @@ class RawSQLite(RawStore):
 
     def match(self, terms: Sequence[str]) -> list[Any]:
         expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-        return self.connection.execute(
+        rows: list[Any] = self.connection.execute(
             "SELECT rowid, bm25(raw_docs) AS score FROM raw_docs WHERE raw_docs MATCH ? "
             "ORDER BY score LIMIT ?",
             (expression, SEARCH_LIMIT),
         ).fetchall()
+        return rows
 
     def close(self) -> None:
         self.connection.close()
@@ -328,10 +333,14 @@ class RawPostgres(RawStore):
     def lookup(self, subject: str, attribute: str, valid: int, recorded: int) -> list[Any]:
         statement = FACTS_LOOKUP.format("%s")
         params = (subject, attribute, valid, valid, recorded, recorded)
-        return self.connection.execute(statement, params).fetchall()
+        rows: list[Any] = self.connection.execute(statement, params).fetchall()
+        return rows
 
     def rectangles(self, subject: str, attribute: str) -> list[Any]:
-        return self.connection.execute(RECTANGLES.format("%s"), (subject, attribute)).fetchall()
+        rows: list[Any] = self.connection.execute(
+            RECTANGLES.format("%s"), (subject, attribute)
+        ).fetchall()
+        return rows
 
     def load_documents(self, texts: Iterable[str]) -> None:
         self.connection.execute("CREATE TABLE raw_docs_text (body TEXT)")
@@ -348,11 +357,12 @@ class RawPostgres(RawStore):
         self.connection.execute("ANALYZE raw_docs")
 
     def match(self, terms: Sequence[str]) -> list[Any]:
-        return self.connection.execute(
+        rows: list[Any] = self.connection.execute(
             "SELECT id, ts_rank(body, q) AS score FROM raw_docs, to_tsquery('english', %s) q "
             "WHERE body @@ q ORDER BY score DESC LIMIT %s",
             (" | ".join(terms), SEARCH_LIMIT),
         ).fetchall()
+        return rows
 
     def close(self) -> None:
         self.connection.close()

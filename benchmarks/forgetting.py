@@ -57,18 +57,21 @@ def _forget_at(context: Context, memories: int) -> list[Result]:
     targets = [current_memory(ledger, index) for index in chosen]
     archived, softly, erased = targets[:each], targets[each : 2 * each], targets[2 * each :]
     size, backend = label(memories), context.backend
-    archive = interleaved([lambda t: ledger.archive(t[0]), lambda t: raw.retire(*t[1:])],
-                          archived)  # fmt: skip
-    soft = interleaved([lambda t: ledger.forget(t[0]), lambda t: raw.retire(*t[1:])], softly)
-    hard_ = interleaved(
+    archive, archive_raw = interleaved(
+        [lambda t: ledger.archive(t[0]), lambda t: raw.retire(*t[1:])], archived
+    )
+    soft, soft_raw = interleaved(
+        [lambda t: ledger.forget(t[0]), lambda t: raw.retire(*t[1:])], softly
+    )
+    erase, erase_raw = interleaved(
         [lambda t: ledger.forget(t[0], hard=True), lambda t: raw.erase(*t[1:])], erased
     )
     _check_retired(ledger, targets)
     purged, wiped = _purge(ledger, raw, softly)
     return [
-        *latency_pair(f"archive @{size}", backend, *archive, RETIRE, "forget"),
-        *latency_pair(f"forget, soft @{size}", backend, *soft, RETIRE, "forget"),
-        *latency_pair(f"forget, hard @{size}", backend, *hard_, ERASE[backend], "forget"),
+        *latency_pair(f"archive @{size}", backend, archive, archive_raw, RETIRE, "forget"),
+        *latency_pair(f"forget, soft @{size}", backend, soft, soft_raw, RETIRE, "forget"),
+        *latency_pair(f"forget, hard @{size}", backend, erase, erase_raw, ERASE[backend], "forget"),
         Result(f"purge of {len(softly)} soft forgets @{size}", backend, purged, wiped, "ms",
                PURGE[backend], "forget"),
     ]  # fmt: skip

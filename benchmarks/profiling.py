@@ -84,6 +84,12 @@ def profile(name: str, work: Callable[[], object], console: Console, top: int = 
             console.print(f"  {share:6.1%}  {function}", highlight=False)
 
 
+def _forget_hard(ledger: Ledger, memory_ids: Sequence[Any]) -> None:
+    """Hard-forget each memory in turn."""
+    for memory_id in memory_ids:
+        ledger.forget(memory_id, hard=True)
+
+
 def paths(ledger: Ledger, memories: int) -> dict[str, Callable[[], object]]:
     """Return the paths to profile, each a call that does a few hundred operations."""
     rng = random.Random(1)
@@ -107,9 +113,7 @@ def paths(ledger: Ledger, memories: int) -> dict[str, Callable[[], object]]:
             ledger.remember(**claim(i, VERSIONS).arguments(entities=True)) for i in subjects[:100]
         ],
         "archive x50": lambda: [ledger.archive(memory_id) for memory_id in retired[:50]],
-        "forget, hard x10": lambda: [
-            ledger.forget(memory_id, hard=True) for memory_id in retired[50:60]
-        ],
+        "forget, hard x10": lambda: _forget_hard(ledger, retired[50:60]),
         "rebuild": ledger.rebuild,
     }
 
