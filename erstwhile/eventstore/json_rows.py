@@ -1,8 +1,8 @@
 """Rows as JSON arrays, for PostgreSQL statements that insert many rows at once (read
 back with ``jsonb_array_elements``): one parameter for a batch of rows, where psycopg
-would bind each value of each row. Kept apart from :mod:`erstwhile.eventstore.postgres`
-so that the projections, which build such rows, do not load the PostgreSQL driver for a
-SQLite ledger."""
+would bind each value of each row. Kept apart from the PostgreSQL modules so that the
+projections, which build such rows, do not load the PostgreSQL driver for a SQLite
+ledger."""
 
 from __future__ import annotations
 

@@ -458,11 +458,11 @@ def test_a_scrub_skips_a_shadow_table_a_rebuild_drops_meanwhile(
 ) -> None:
     """The scrub looks for each table, then vacuums it; a rebuild in another process
     may drop its shadow tables between the two."""
-    from erstwhile.eventstore import postgres
+    from erstwhile.eventstore import postgres_scrub
 
     with Ledger.open(postgres_url) as ledger:
         seen = iter([True, False])  # there when looked for, gone when vacuumed
-        monkeypatch.setattr(postgres, "_exists", lambda connection, table: next(seen))
+        monkeypatch.setattr(postgres_scrub, "table_exists", lambda connection, table: next(seen))
         assert ledger.log.backend.vacuum("memories__shadow") == 0
 
 

@@ -305,19 +305,19 @@ def test_a_write_asks_for_a_wrapped_key_through_their_index(
 def explained_on_postgres(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Record the plan steps of every one-statement read the ledger runs on PostgreSQL
     meanwhile (see :meth:`PostgresBackend.one_statement`)."""
-    from erstwhile.eventstore import postgres
+    from erstwhile.eventstore import postgres_statements as statements
 
     plans: list[str] = []
-    execute = postgres.SoloSql.execute
+    execute = statements.SoloSql.execute
 
     def explaining(self: Any, statement: str, params: Any = ()) -> None:
-        query = postgres.PostgresSql._convert(statement)
+        query = statements.PostgresSql._convert(statement)
         rows = self.raw.connection.execute(f"EXPLAIN {query}", params).fetchall()
         plans.extend(row["QUERY PLAN"] for row in rows)
         execute(self, statement, params)
 
     with monkeypatch.context() as patched:
-        patched.setattr(postgres.SoloSql, "execute", explaining)
+        patched.setattr(statements.SoloSql, "execute", explaining)
         yield plans
 
 

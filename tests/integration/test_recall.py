@@ -946,7 +946,7 @@ def test_a_remember_on_postgresql_takes_its_candidates_from_the_read_sent_ahead(
     """A remember whose claims share no key sends its candidates' read ahead, and its
     fold takes that answer (no wait of its own); a batch whose claims share a key sends
     nothing ahead, and its fold reads after the batch. Either way the proposal is made."""
-    from erstwhile.eventstore.postgres import PostgresSql
+    from erstwhile.eventstore.postgres_statements import PostgresSql
     from erstwhile.projections.candidates import KNOWN_NOW_BY_PAIRS
 
     answers: list[bool] = []

@@ -20,7 +20,14 @@ import psycopg
 import pytest
 
 from erstwhile import ConcurrencyConflict, Kind
-from erstwhile.eventstore import Backend, Sql, json_rows, open_backend, postgres, translated_errors
+from erstwhile.eventstore import (
+    Backend,
+    Sql,
+    json_rows,
+    open_backend,
+    postgres_statements,
+    translated_errors,
+)
 
 CLAIM = (
     "INSERT INTO erstwhile_idempotency (namespace, idempotency_key, fingerprint, memory_id) "
@@ -329,7 +336,7 @@ def test_writes_held_together_stay_a_statement_psycopg_parses_once(postgres_url:
         with backend.write() as sql:
             for table in ("wide_a", "wide_b", "wide_c"):
                 sql.execute(f"CREATE TABLE {table} ({columns.replace(',', ' int,')} int)")
-            held = postgres.own(sql)
+            held = postgres_statements.own(sql)
             held.raw = Counting(held.raw.connection)
             for table in ("wide_a", "wide_b", "wide_c"):
                 sql.execute(f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * 20)})",
