@@ -677,10 +677,13 @@ class EventLog:
     def restore(
         self, batches: Iterable[Sequence[Restored]], progress: Callable[[int], None] | None = None
     ) -> int:
-        """Write events exported from another ledger, keeping their positions, instants,
-        ids and actors; payloads are sealed under fresh keys and the hashes rechained.
+        """Write events exported from another ledger into this empty log, keeping their
+        positions, instants, ids and actors; payloads are sealed under fresh keys and the
+        hashes rechained.
 
-        Every batch goes into one transaction: an entry that fails (a malformed line
+        The log must be empty under the write lock (``ValidationError`` otherwise): two
+        imports that both found it empty before they started do not both go in. Every
+        batch goes into one transaction: an entry that fails (a malformed line
         late in a file, an event out of order) leaves the log as it was. ``progress`` is
         called with the number of events written so far after each batch; return it.
 
@@ -692,6 +695,11 @@ class EventLog:
         restored = erased = 0
         with translated_errors(conflicts=True), self.backend.write() as sql:
             tip = self.tip(sql)
+            if tip.position != 0:
+                raise ValidationError(
+                    f"import needs an empty store; this one already holds events (its log "
+                    f"reaches position {tip.position})"
+                )
             for entries in batches:
                 tip, destroyed = self._restore_batch(sql, tip, entries)
                 restored, erased = restored + len(entries), erased + destroyed

@@ -349,3 +349,25 @@ def test_bad_lines_arguments_are_refused_clearly(store_url: str) -> None:
                 target.import_events(lines)  # type: ignore[arg-type]
             assert isinstance(refused.value, ErstwhileError)
         assert target.head() == 0
+
+
+def test_an_import_that_finds_the_store_filled_under_its_lock_is_refused(
+    story: Export, store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two imports that both found the store empty before they began: the second to take
+    the write lock finds the first's events there and is refused, writing nothing, even
+    where its lines would come after them (the emptiness seen before the lock is made to
+    lie here, as a race would leave it)."""
+    first = datetime.fromisoformat(story.lines[0]["recorded_at"])
+    earlier = fresh_claim(story) | {"position": 1,
+                                    "recorded_at": (first - timedelta(days=1)).isoformat()}
+    after_it = [line | {"position": line["position"] + 1} for line in story.lines]
+    with Ledger.open(store_url, namespace="acme", actor="importer", clock=clock) as target:
+        target.import_events([orjson.dumps(earlier)])
+        before = store_state(target)
+        monkeypatch.setattr(type(target), "head", lambda self: 0)
+        with pytest.raises(ValidationError, match="import needs an empty store; .* reaches "
+                           "position 1"):  # fmt: skip
+            target.import_events(orjson.dumps(line) for line in after_it)
+        monkeypatch.undo()
+        assert store_state(target) == before
