@@ -147,6 +147,18 @@ class Projection(ABC):
         buffered.flush()
 
 
+def refuse_a_cut_log(tracked: dict[str, int], head: int, outcome: str) -> None:
+    """Raise ``StoreUnavailable`` when projections applied the log further than it now
+    reaches: projections apply the log only, so it lost events from its end behind the
+    ledger's back. ``outcome`` says what became of the command."""
+    folded = max(tracked.values(), default=0)
+    if folded > head:
+        raise StoreUnavailable(
+            f"the log ends at position {head}, but the projections applied it up to "
+            f"{folded}: events were removed from its end (verify says so); {outcome}"
+        )
+
+
 class ProjectionRunner:
     """Brings projections up to the head of the log, one transaction per batch.
 
@@ -335,13 +347,7 @@ class ProjectionRunner:
         had already applied the log up to ``previous_head``: a lagging projection is left
         to the catch-up after the commit, keeping appends short."""
         tracked = self.tracked_positions(sql)
-        if max(tracked.values(), default=0) > previous_head:
-            # Projections apply the log only: it lost events behind the ledger's back.
-            raise StoreUnavailable(
-                f"the log ends at position {previous_head}, but the projections applied it "
-                f"up to {max(tracked.values())}: events were removed from its end (verify "
-                "says so); nothing was stored"
-            )
+        refuse_a_cut_log(tracked, previous_head, "nothing was stored")
         if min(tracked.values(), default=0) < previous_head:
             return False
         self._fold(sql, appended, tracked)
@@ -506,6 +512,7 @@ class ProjectionRunner:
         builder = ProjectionRunner(self.log, chosen, self.batch, shadow)
         try:
             with translated_errors(), self.backend.write() as sql:
+                self._refuse_to_hide_a_cut(sql)
                 for projection in chosen:
                     projection.drop(shadow.wrap(sql))
                     shadow.create(sql, projection)
@@ -526,6 +533,7 @@ class ProjectionRunner:
                 try:
                     with translated_errors(), self.backend.write() as sql:
                         self._hold_claim(sql, claim)
+                        self._refuse_to_hide_a_cut(sql)
                         if live:
                             live.fold_to_tip(sql)
                         builder.fold_to_tip(sql)
@@ -551,6 +559,16 @@ class ProjectionRunner:
                     self._drop_build(sql, builder)
                     self._drop_claim(sql)
             raise
+
+    def _refuse_to_hide_a_cut(self, sql: Sql) -> None:
+        """Refuse a rebuild of a log that lost events from its end: the projections'
+        positions are the only trace of them (``verify`` reports it from them), and the
+        rebuilt projections would know only the shorter log."""
+        refuse_a_cut_log(
+            self.tracked_positions(sql), self.log.tip(sql).position,
+            "a rebuild would erase that trace, so nothing was rebuilt (restore the log "
+            "from an export into an empty store)",
+        )  # fmt: skip
 
     def _claim(self, changed: list[Projection] | None) -> int | None:
         """Take the claim to rebuild; return its token (None: nothing left to do).

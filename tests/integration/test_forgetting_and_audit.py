@@ -1140,6 +1140,26 @@ def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path)
         assert ledger.head() == 1
 
 
+
+def test_a_rebuild_refuses_a_log_that_lost_its_end(store_url: str, clock: ManualClock) -> None:
+    """The projections' positions are the only trace of events cut from the log's end
+    (verify reports the cut from them): a rebuild, which would fold the shorter log and
+    set them back, is refused, and leaves the projections and the trace as they were."""
+    with Ledger.open(store_url, actor="a", clock=clock) as ledger:
+        ledger.remember("The team uses Supabase", subject="team", attribute="database")
+        ledger.remember("The office is in Lisbon", subject="office", attribute="city")
+        head = ledger.head()
+    tamper(store_url, f"DELETE FROM erstwhile_events WHERE position = {head}")
+    with Ledger.open(store_url, actor="a", clock=clock) as ledger:
+        before = (ledger.verify(), ledger.projection_status(), ledger.facts("team"))
+        assert (before[0].ok, before[0].first_break) == (False, head)
+        for name in (None, "memories"):
+            with pytest.raises(StoreUnavailable, match="removed from its end.* nothing was "
+                               "rebuilt"):  # fmt: skip
+                ledger.rebuild(name)
+            assert (ledger.verify(), ledger.projection_status(), ledger.facts("team")) == before
+        assert [f.content for f in before[2]] == ["The team uses Supabase"]
+
 def structure_sizes(path: Path) -> dict[str, int]:
     """The size of each FTS5 index's structure record (see ``search.STRUCTURE_BOUND``)."""
     with closing(sqlite3.connect(path)) as raw:
@@ -1344,6 +1364,7 @@ def tamper(store_url: str, statement: str) -> None:
 
         with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
             db.execute("DROP TRIGGER erstwhile_events_no_update")
+            db.execute("DROP TRIGGER erstwhile_events_no_delete")
             db.execute(statement.replace("%s", "?"))
         return
     parts = urlsplit(store_url)
