@@ -182,7 +182,8 @@ class ProjectionRunner:
         """The log's head when this runner last refreshed the planner's statistics."""
 
     def setup(self) -> None:
-        """Create every projection's tables; rebuild any whose schema version changed.
+        """Create every projection's tables; rebuild any whose schema version changed,
+        or which lost a table.
 
         The registry table records each projection's version. A projection whose
         declared version differs is rebuilt from position 0 as :meth:`rebuild` does:
@@ -190,6 +191,8 @@ class ProjectionRunner:
         on reading and folding meanwhile, swapped in at the end in one transaction. A
         schema change needs no hand-run migration and never shows readers empty tables;
         processes opening at once wait for the one that rebuilds (see :meth:`_claim`).
+        So is a projection one of whose tables is gone (dropped by hand): created empty,
+        it would answer nothing while its position said it was up to date.
         """
         with translated_errors(), self.backend.write() as sql:
             sql.execute(
@@ -199,19 +202,25 @@ class ProjectionRunner:
             recorded = self._recorded_versions(sql)
             self._drop_abandoned_build(sql, recorded)
             built = self._rebuilt_indexes(sql)
+            present = self.backend.existing_tables(sql, self._tables(self.projections))
             changed = []
             for projection in self.projections:
                 known = recorded.get(projection.name)
-                if known is not None and known != projection.version:
+                lost = not set(projection.tables) <= present
+                if known is not None and (known != projection.version or lost):
                     changed.append(projection)
                     continue
                 projection.create(WithoutIndexes(sql, built))
                 if known is None:
                     self._record_version(sql, projection)
         if changed:
-            self._rebuild(changed, None, schema_changed=True)
+            self._rebuild(changed, None, at_setup=True)
         # Only now does every table exist: a new version may have added one.
-        self.backend.guard_reads([t for p in self.projections for t in p.tables])
+        self.backend.guard_reads(self._tables(self.projections))
+
+    @staticmethod
+    def _tables(projections: Sequence[Projection]) -> list[str]:
+        return [table for projection in projections for table in projection.tables]
 
     def _rebuilt_indexes(self, sql: Sql) -> set[str]:
         """The indexes a rebuild swapped in, by their own names.
@@ -499,13 +508,13 @@ class ProjectionRunner:
         self._rebuild(self._chosen(name), progress)
 
     def _rebuild(
-        self, chosen: list[Projection], progress: Progress | None, schema_changed: bool = False
+        self, chosen: list[Projection], progress: Progress | None, at_setup: bool = False
     ) -> None:
         """Build ``chosen`` beside the live tables and swap them in (see :meth:`rebuild`):
         the new tables replace the old ones whole, whatever their columns (see
         :meth:`Backend.replace_table`)."""
         chosen = self._with_readers(chosen)
-        claim = self._claim(chosen if schema_changed else None)
+        claim = self._claim(chosen if at_setup else None)
         if claim is None:
             return
         shadow = Shadow.of(chosen)
@@ -577,15 +586,16 @@ class ProjectionRunner:
         starts them afresh) and mix their deferred writes, so one build runs at a time.
         The claim is three rows of the registry: when it lapses (µs, by the database's
         clock), whose it is (a random token) and which process runs it. A rebuild
-        finding another's claim alive is refused; a schema change waits for it, then
-        finds its projections at their new versions if that build was its own (None),
-        or takes the claim once it is released, has lapsed (a build that died) or names
-        a process of this host that is gone (see :func:`died`). The build renews it as
-        it goes and checks it is still its own before every renewal and in its swap."""
+        finding another's claim alive is refused; the setup's (``changed``: a schema
+        change, a table lost) waits for it, then finds its projections at their new
+        versions with all their tables if that build was its own (None), or takes the
+        claim once it is released, has lapsed (a build that died) or names a process of
+        this host that is gone (see :func:`died`). The build renews it as it goes and
+        checks it is still its own before every renewal and in its swap."""
         while True:
             with translated_errors(), self.backend.write() as sql:
                 recorded = self._recorded_versions(sql)
-                if changed is not None and all(recorded.get(p.name) == p.version for p in changed):
+                if changed is not None and self._settled(sql, recorded, changed):
                     return None
                 if not self._claimed(sql, recorded):
                     token = secrets.randbits(62)
@@ -596,6 +606,13 @@ class ProjectionRunner:
                     "another process is rebuilding the projections; try again once it is done"
                 )
             time.sleep(CLAIM_POLL_SECONDS)
+
+    def _settled(self, sql: Sql, recorded: dict[str, int], projections: list[Projection]) -> bool:
+        """Whether every one of ``projections`` is at its version, with all its tables."""
+        tables = self._tables(projections)
+        return all(recorded.get(p.name) == p.version for p in projections) and len(
+            self.backend.existing_tables(sql, tables)
+        ) == len(set(tables))
 
     def _claimed(self, sql: Sql, recorded: dict[str, int]) -> bool:
         """Whether a rebuild holds the claim: taken, not lapsed, its process not gone."""
