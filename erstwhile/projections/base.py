@@ -12,8 +12,8 @@ import os
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -27,7 +27,7 @@ from erstwhile.eventstore import (
     marks,
     translated_errors,
 )
-from erstwhile.eventstore.backend import TAGGED, Backend
+from erstwhile.eventstore.backend import TAGGED, Backend, integrity_errors
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import SUFFIX, Shadow, WithoutIndexes
 
@@ -145,6 +145,26 @@ class Projection(ABC):
         for record, event in batch:
             self.apply(buffered, record, event)
         buffered.flush()
+
+
+@contextmanager
+def refused_folds(after: int) -> Iterator[None]:
+    """:func:`translated_errors` for a catch-up's batch, saying what a constraint the
+    fold broke means: the projections hold one row per memory and version, and the
+    events of a log the ledger wrote fold into them without a clash, so a clash says
+    the log was changed behind the ledger's back (an event moved to another position,
+    say), which the opening would otherwise report as the database's own complaint."""
+    try:
+        with translated_errors():
+            yield
+    except StoreUnavailable as error:
+        if not isinstance(error.__cause__, integrity_errors()):
+            raise
+        raise StoreUnavailable(
+            f"{error}, folding the log after position {after} into the projections: the "
+            "log may have been changed behind the ledger's back (`erstwhile audit verify` "
+            "checks it; Ledger.open(..., sync_projections=False) opens it without folding)"
+        ) from error.__cause__
 
 
 def refuse_a_cut_log(tracked: dict[str, int], head: int, outcome: str) -> None:
@@ -316,7 +336,7 @@ class ProjectionRunner:
             # fully applied, and the log (which is durable) folds again from there. A
             # shadow build is followed by the rebuild's durable swap.
             bulk = self.shadow is not None
-            with translated_errors(), self.backend.write(durable=False, bulk=bulk) as sql:
+            with refused_folds(lowest), self.backend.write(durable=False, bulk=bulk) as sql:
                 lowest = self.apply_batch(sql, until=target, prepared=prepared)
             self.after_commit(lowest)
             if progress is not None:  # may write too: a rebuild renews its claim

@@ -1160,6 +1160,29 @@ def test_a_rebuild_refuses_a_log_that_lost_its_end(store_url: str, clock: Manual
             assert (ledger.verify(), ledger.projection_status(), ledger.facts("team")) == before
         assert [f.content for f in before[2]] == ["The team uses Supabase"]
 
+
+def test_an_event_moved_behind_the_ledgers_back_is_named_when_the_fold_meets_it(
+    store_url: str, clock: ManualClock
+) -> None:
+    """The log's last event moved to a later position: the projections applied it
+    already, and folding it again clashes with their rows. The opening says what that
+    means instead of the database's complaint alone, writes nothing, and an opening
+    without folding still verifies the log."""
+    with Ledger.open(store_url, actor="a", clock=clock) as ledger:
+        for n in range(3):
+            ledger.remember(f"claim {n}", subject=f"s{n}", attribute="a")
+    tamper(store_url, "UPDATE erstwhile_events SET position = 30 WHERE position = 3")
+    with pytest.raises(StoreUnavailable, match=r"refused a write: .*folding the log after "
+                       r"position 3 into the projections: the log may have been changed "
+                       r"behind the ledger's back \(`erstwhile audit verify`"):  # fmt: skip
+        Ledger.open(store_url, actor="a", clock=clock)
+    with Ledger.open(store_url, actor="a", clock=clock, sync_projections=False) as auditor:
+        report = auditor.verify()
+        assert (report.ok, report.first_break) == (False, 30)
+        assert [(s.position, s.lag) for s in auditor.projection_status()] == [(3, 1)] * len(
+            auditor.projection_status()
+        )
+
 def structure_sizes(path: Path) -> dict[str, int]:
     """The size of each FTS5 index's structure record (see ``search.STRUCTURE_BOUND``)."""
     with closing(sqlite3.connect(path)) as raw:
