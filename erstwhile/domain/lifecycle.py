@@ -12,6 +12,7 @@ fields per memory: O(events) time.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
@@ -33,6 +34,7 @@ from erstwhile.domain.memory import (
     State,
     check_idempotency_key,
     check_position,
+    claim_of,
     parse_draft,
 )
 from erstwhile.domain.rules import can_transition
@@ -62,6 +64,8 @@ class Life:
     awaiting: set[UUID] | None = None
     """Older memories its ``supersedes`` lists whose ``Superseded`` is still to come
     (the first versions wrote a new memory's ``Asserted`` before them)."""
+    claim: bytes | None = None
+    """A digest of its claim (see :func:`claim_digest`); None once erased."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class Forward:
     namespace: str
     kind: Kind
     at: int
+    claim: bytes | None
+    """The older memory's claim digest."""
 
 
 @dataclass
@@ -163,7 +169,8 @@ class LogCheck:
                 raise Impossible(f"supersedes names memory {older} twice")
             named.add(older)
         start, end = to_micros(event.valid_from), end_to_micros(event.valid_until)
-        life = Life(line, namespace, event.kind, start, end, erased=event.erased)
+        life = Life(line, namespace, event.kind, start, end, erased=event.erased,
+                    claim=claim_digest(event))  # fmt: skip
         self._links(life, memory_id, event.supersedes)
         if event.idempotency_key is not None:
             claim = (namespace, event.idempotency_key)
@@ -181,7 +188,7 @@ class LogCheck:
             if older_id not in supersedes:
                 raise Impossible(f"line {forward.line} supersedes {older_id} by this memory, "
                                  "but this memory's supersedes does not list it")  # fmt: skip
-            _meets(life, forward.namespace, forward.kind, forward.at,
+            _meets(life, forward.namespace, forward.kind, forward.at, forward.claim,
                    f"the supersession on line {forward.line}")  # fmt: skip
         for older_id in supersedes:
             if older_id in forwards:
@@ -214,7 +221,7 @@ class LogCheck:
                 raise Impossible(f"accepts a proposal whose newer memory {newer_id} no earlier "
                                  "line asserts")  # fmt: skip
             self.forwards.setdefault(newer_id, {})[older_id] = Forward(
-                line, namespace, older.kind, at
+                line, namespace, older.kind, at, older.claim
             )
         else:
             if newer.hard or newer.state is State.FORGOTTEN:
@@ -222,7 +229,7 @@ class LogCheck:
             if event.proposal_id is not None and newer.state is not State.CURRENT:
                 raise Impossible(f"accepts a proposal whose newer memory {newer_id} is "
                                  f"{newer.state}: accept takes a current one")  # fmt: skip
-            _meets(newer, namespace, older.kind, at, "the supersession")
+            _meets(newer, namespace, older.kind, at, older.claim, "the supersession")
             self._linked(older_id, newer_id, newer, event.proposal_id)
         older.state, older.end = State.SUPERSEDED, at
 
@@ -309,12 +316,28 @@ def check_claim(event: Asserted) -> None:
         check_position(event.observed_position, "observed_position")
 
 
-def _meets(newer: Life, namespace: str, kind: Kind, at: int, what: str) -> None:
-    """Refuse a supersession by ``newer`` across namespaces, across kinds, or at an
-    instant other than where ``newer`` opens (the commands supersede exactly there)."""
+def claim_digest(event: Asserted) -> bytes | None:
+    """A digest of what makes two claims identical (:func:`claim_of`), kept per memory
+    instead of the claim itself; None for an erased claim, which compares with none."""
+    if event.erased:
+        return None
+    claim = claim_of(event.subject, event.attribute, event.value, event.content)
+    return hashlib.blake2b(repr(claim).encode(), digest_size=16).digest()
+
+
+def _meets(
+    newer: Life, namespace: str, kind: Kind, at: int, claim: bytes | None, what: str
+) -> None:
+    """Refuse a supersession by ``newer`` across namespaces, across kinds, at an
+    instant other than where ``newer`` opens (the commands supersede exactly there), or
+    of a memory whose ``claim`` (digest) is ``newer``'s (the same claim corroborates,
+    it does not supersede: ``identical_claim``)."""
     if newer.namespace != namespace:
         raise Impossible(f"{what} crosses from namespace {namespace!r} to {newer.namespace!r}")
     if newer.kind is not kind or kind is Kind.EVENT:
         raise Impossible(f"{what} puts a {newer.kind} in place of a {kind}")
     if newer.start != at:
         raise Impossible(f"{what} is not at the instant its newer memory opens")
+    if claim is not None and claim == newer.claim:
+        raise Impossible(f"{what} replaces a claim by the same claim (identical_claim: "
+                         "the same claim corroborates the older one)")  # fmt: skip

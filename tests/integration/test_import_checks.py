@@ -220,6 +220,15 @@ CASES: dict[str, Case] = {
     "a newer memory of another kind": lambda s: (
         edited(s, "Asserted", "aws", lambda line: line["data"].update(kind="decision")),
         s.at("Asserted", "aws") + 1, "in place of a fact"),
+    "a newer memory with the older one's claim": lambda s: (
+        edited(s, "Asserted", "aws", lambda line: line["data"].update(
+            content="The team uses Supabase ", value="Supabase", attribute="Database")),
+        s.at("Asserted", "aws") + 1, "replaces a claim by the same claim"),
+    "a newer memory with the older one's claim, in the first versions' order": lambda s: (
+        moved(Export(edited(s, "Asserted", "aws", lambda line: line["data"].update(
+            content="The team uses Supabase", value="Supabase")), s.ids),
+            s.at("Asserted", "aws"), s.at("Asserted", "aws") - 1),
+        s.at("Asserted", "aws") + 1, "replaces a claim by the same claim"),
     "a newer memory in another namespace": lambda s: (
         edited(s, "Asserted", "aws", lambda line: line.update(namespace="other")),
         s.at("Asserted", "aws") + 1, "crosses from namespace"),
