@@ -28,6 +28,7 @@ from erstwhile.domain.events import (
     proposal_id,
 )
 from erstwhile.domain.memory import (
+    LAST_IMPORTABLE_POSITION,
     LOG_POSITIONS,
     Kind,
     MemoryDraft,
@@ -133,6 +134,9 @@ class LogCheck:
     def _order(self, position: int, recorded_at: datetime) -> None:
         if position not in LOG_POSITIONS or position == 0:
             raise Impossible(f"position {position} is not a log position (1 or more)")
+        if position > LAST_IMPORTABLE_POSITION:
+            raise Impossible(f"position {position} leaves no room for later writes (an "
+                             f"import's positions end at {LAST_IMPORTABLE_POSITION})")  # fmt: skip
         if position <= self.position:
             raise Impossible(
                 f"position {position} does not come after the line before's ({self.position})"

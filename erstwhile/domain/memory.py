@@ -149,6 +149,10 @@ def _exact_integer(digits: str) -> int:
 LOG_POSITIONS = range(0, 2**62)
 """Every log position there can be: the stores keep them as signed 64-bit integers, and
 the queries that turn an instant into a position use 2**62 for "no such event"."""
+LAST_IMPORTABLE_POSITION = LOG_POSITIONS[-1] - 2**20
+"""The last position an imported event may take: the log keeps room after it to grow by
+(the hard forget that erases a memory needs a position too), as an imported instant
+leaves the calendar's last second."""
 
 
 def check_text(text: str, field: str) -> None:

@@ -226,6 +226,19 @@ def _check_clock(now: datetime, count: int) -> None:
         )
 
 
+def _check_room(tip: LogTip, count: int) -> None:
+    """Refuse an append of ``count`` events that would take positions from
+    :data:`NO_POSITION` up: the queries that turn an instant into a position read that
+    number as "no such event", so an event there would be missing from them (an import
+    leaves room after its last position, so only a log that grew by over a million
+    events since gets here)."""
+    if count and tip.position + count >= NO_POSITION:
+        raise StoreUnavailable(
+            f"the log's positions end below {NO_POSITION}: its last event is at "
+            f"{tip.position}, so {count} more do not fit; nothing was stored"
+        )
+
+
 ERASED_FINGERPRINT = "erased"
 """The fingerprint of an idempotency claim whose memory was hard-forgotten."""
 UNKNOWN_FINGERPRINT = "unknown"
@@ -349,6 +362,7 @@ class EventLog:
             keys: dict[UUID, bytes] = {}
             built = build(start)
             _check_clock(now, len(built))
+            _check_room(tip, len(built))
             if not built:
                 return AppendResult()
             if any(isinstance(event, Asserted) for event in built):

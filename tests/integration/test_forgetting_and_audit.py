@@ -36,6 +36,7 @@ from erstwhile import (
 )
 from erstwhile.domain.views import VerifyReport
 from erstwhile.domain.writes import WritePlan
+from erstwhile.eventstore import log as log_module
 from erstwhile.eventstore.log import EVENTS_PER_INSERT, EventLog
 from erstwhile.ledger import writes
 from erstwhile.ledger.audit import IMPORT_BATCH
@@ -1140,7 +1141,6 @@ def test_verify_finds_a_log_shorter_than_the_projections_applied(tmp_path: Path)
         assert ledger.head() == 1
 
 
-
 def test_a_rebuild_refuses_a_log_that_lost_its_end(store_url: str, clock: ManualClock) -> None:
     """The projections' positions are the only trace of events cut from the log's end
     (verify reports the cut from them): a rebuild, which would fold the shorter log and
@@ -1154,8 +1154,8 @@ def test_a_rebuild_refuses_a_log_that_lost_its_end(store_url: str, clock: Manual
         before = (ledger.verify(), ledger.projection_status(), ledger.facts("team"))
         assert (before[0].ok, before[0].first_break) == (False, head)
         for name in (None, "memories"):
-            with pytest.raises(StoreUnavailable, match="removed from its end.* nothing was "
-                               "rebuilt"):  # fmt: skip
+            with pytest.raises(StoreUnavailable, match=r"removed from its end.* nothing was "
+                               r"rebuilt"):  # fmt: skip
                 ledger.rebuild(name)
             assert (ledger.verify(), ledger.projection_status(), ledger.facts("team")) == before
         assert [f.content for f in before[2]] == ["The team uses Supabase"]
@@ -1182,6 +1182,32 @@ def test_an_event_moved_behind_the_ledgers_back_is_named_when_the_fold_meets_it(
         assert [(s.position, s.lag) for s in auditor.projection_status()] == [(3, 1)] * len(
             auditor.projection_status()
         )
+
+
+def test_a_write_past_the_logs_last_position_is_refused(
+    store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Positions end below 2**62, the number the queries read as "no such event": a
+    write whose events would reach it is refused, and nothing is stored (the bound is
+    made 4 here, as a million events cannot be written in a test)."""
+    monkeypatch.setattr(log_module, "NO_POSITION", 4)
+    with Ledger.open(store_url, actor="a", clock=clock) as ledger:
+        office = ledger.remember("The office is in Lisbon", subject="office")
+        ledger.remember("The desk is oak", subject="desk")
+        before = [(e.position, e.type) for e in ledger.events()], ledger.facts("desk")
+        writes = (
+            lambda: ledger.remember_many([{"content": "The desk is pine", "subject": "desk"},
+                                          {"content": "The desk is white", "subject": "d"}]),
+            lambda: ledger.revise(office.id, "The office is in Porto"),
+        )  # fmt: skip
+        for write, count in zip(writes, (2, 2), strict=True):
+            with pytest.raises(StoreUnavailable, match=f"positions end below 4: its last "
+                               f"event is at 2, so {count} more do not fit; nothing"):  # fmt: skip
+                write()
+            assert ([(e.position, e.type) for e in ledger.events()], ledger.facts("desk")) == before
+        ledger.archive(office.id)  # position 3, the last there is
+        assert ledger.head() == 3
+
 
 def structure_sizes(path: Path) -> dict[str, int]:
     """The size of each FTS5 index's structure record (see ``search.STRUCTURE_BOUND``)."""

@@ -190,6 +190,8 @@ CASES: dict[str, Case] = {
         [*s.lines[:1], s.lines[2], s.lines[1], *s.lines[3:]], 3, "does not come after"),
     "a position past the log's range": lambda s: (
         [*s.lines[:-1], s.lines[-1] | {"position": 2**62 + 1}], END, "not a log position"),
+    "a position that leaves no room for later writes": lambda s: (
+        [*s.lines[:-1], s.lines[-1] | {"position": 2**62 - 1}], END, "leaves no room"),
     "an instant that leaves no room for a later write": lambda s: (
         [*s.lines[:-1], s.lines[-1] | {"recorded_at": "9999-12-31T23:59:59.999999+00:00"}], END,
         "leaves no instant"),
@@ -368,15 +370,17 @@ def test_an_import_that_finds_the_store_filled_under_its_lock_is_refused(
     where its lines would come after them (the emptiness seen before the lock is made to
     lie here, as a race would leave it)."""
     first = datetime.fromisoformat(story.lines[0]["recorded_at"])
-    earlier = fresh_claim(story) | {"position": 1,
-                                    "recorded_at": (first - timedelta(days=1)).isoformat()}
+    earlier = fresh_claim(story) | {
+        "position": 1,
+        "recorded_at": (first - timedelta(days=1)).isoformat(),
+    }
     after_it = [line | {"position": line["position"] + 1} for line in story.lines]
     with Ledger.open(store_url, namespace="acme", actor="importer", clock=clock) as target:
         target.import_events([orjson.dumps(earlier)])
         before = store_state(target)
         monkeypatch.setattr(type(target), "head", lambda self: 0)
-        with pytest.raises(ValidationError, match="import needs an empty store; .* reaches "
-                           "position 1"):  # fmt: skip
+        with pytest.raises(ValidationError, match=r"import needs an empty store; .* reaches "
+                           r"position 1"):  # fmt: skip
             target.import_events(orjson.dumps(line) for line in after_it)
         monkeypatch.undo()
         assert store_state(target) == before

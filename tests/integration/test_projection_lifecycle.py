@@ -706,7 +706,6 @@ def test_a_new_version_that_adds_a_table_opens_the_store(store_url: str) -> None
         assert [m.id for m in ledger.facts("office")] == [memory.id]
 
 
-
 @pytest.mark.parametrize("table", ["memories", "memory_versions", "memory_search_live"])
 def test_a_projection_that_lost_a_table_is_rebuilt_at_open(
     store_url: str, open_ledger: OpenLedger, table: str
@@ -723,9 +722,11 @@ def test_a_projection_that_lost_a_table_is_rebuilt_at_open(
     )  # fmt: skip
     before = asked(ledger)
     ledger.close()
-    with Ledger.open(store_url, namespace="acme", actor="tester") as dropping:
-        with dropping.log.backend.write() as sql:
-            sql.execute(f"DROP TABLE {table}")
+    with (
+        Ledger.open(store_url, namespace="acme", actor="tester") as dropping,
+        dropping.log.backend.write() as sql,
+    ):
+        sql.execute(f"DROP TABLE {table}")
     reopened = open_ledger(namespace="acme")
     assert asked(reopened) == before
     assert all(status.lag == 0 for status in reopened.projection_status())
