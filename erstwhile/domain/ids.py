@@ -9,6 +9,8 @@ from uuid import UUID
 
 from erstwhile.domain.time import to_micros
 
+UUID_VERSION = 7
+"""The version every memory id has (RFC 9562's UUIDv7)."""
 RANDOM_BITS = 74
 """A UUIDv7's bits besides its 48-bit millisecond, version and variant: ``rand_a`` (12)
 and ``rand_b`` (62)."""
@@ -72,7 +74,7 @@ def _layout(millis: int, random: int) -> UUID:
     """Lay out a UUIDv7: 48 bits of milliseconds, the version, 12 random bits, the
     variant, 62 random bits."""
     rand_a, rand_b = random >> 62, random & ((1 << 62) - 1)
-    return UUID(int=millis << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b)
+    return UUID(int=millis << 80 | UUID_VERSION << 76 | rand_a << 64 | 0b10 << 62 | rand_b)
 
 
 MEMORY_IDS = IdSequence()

@@ -27,6 +27,7 @@ from erstwhile.domain.events import (
     Superseded,
     proposal_id,
 )
+from erstwhile.domain.ids import UUID_VERSION
 from erstwhile.domain.memory import (
     LAST_IMPORTABLE_POSITION,
     LOG_POSITIONS,
@@ -161,6 +162,8 @@ class LogCheck:
                 f"an Asserted opens its memory's stream (version 1), not version "
                 f"{event.originator_version}"
             )
+        if memory_id.version != UUID_VERSION:
+            raise Impossible(f"memory id {memory_id} is not a UUIDv7, as every memory's is")
         check_claim(event)
         if event.observed_position is not None and event.observed_position >= self.position:
             raise Impossible(

@@ -264,7 +264,10 @@ def _typed_lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str]:
 
 
 def _restored(line: dict[str, Any]) -> Restored:
-    cls = EVENT_TYPES[line["type"]]
+    kind = line["type"]
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"type {brief(kind)} is no event type ({', '.join(EVENT_TYPES)})")
     data = dict(line["data"])
     if cls is Asserted and data.get("erased"):
         data.update(content="", value=None, entities=[], evidence=[], metadata=None)

@@ -8,7 +8,7 @@ import copy
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -18,6 +18,7 @@ import pytest
 
 from erstwhile import ErstwhileError, Ledger, ValidationError
 from erstwhile.domain.events import proposal_id
+from erstwhile.domain.ids import MEMORY_IDS
 from tests.conftest import ManualClock, event_count
 
 MAR, JUL, AUG = "2026-03-01T00:00:00Z", "2026-07-01T00:00:00Z", "2026-08-01T00:00:00Z"
@@ -150,7 +151,7 @@ def moved(export: Export, index: int, to: int) -> list[Line]:
 def fresh_claim(export: Export, **data: Any) -> Line:
     """A new memory's Asserted, otherwise like the Supabase one."""
     line = copy.deepcopy(export.line("Asserted", "supabase"))
-    line["memory_id"] = str(uuid4())
+    line["memory_id"] = str(MEMORY_IDS.issue(datetime.now(UTC), 1)[0])
     line["data"].update(data)
     return line
 
@@ -184,6 +185,11 @@ CASES: dict[str, Case] = {
         "which no line asserts"),
     "an id asserted twice": lambda s: (
         appended(s, s.line("Asserted", "meeting")), END, "asserted again"),
+    "a memory id that is no UUIDv7": lambda s: (
+        appended(s, fresh_claim(s) | {"memory_id": GHOST}), END, "is not a UUIDv7"),
+    "an event of a type there is not": lambda s: (
+        appended(s, event("Revised", s.ids["aws"], 2, reason=None)), END,
+        "type 'Revised' is no event type"),
     "a memory's Superseded before its Asserted": lambda s: (
         moved(s, s.at("Superseded", "supabase"), 0), 1, "no earlier line asserts"),
     "positions out of order": lambda s: (
