@@ -57,6 +57,10 @@ def seal(state: dict[str, Any], memory_id: UUID, key: bytes) -> dict[str, Any]:
     return state
 
 
+NOT_UNWRAPPED = b""
+"""What :meth:`KeyRing.checkable` gives for a wrapped key the master key does not unwrap."""
+
+
 def _stored(sql: Sql, memory_ids: Iterable[str]) -> Iterator[tuple[str, bytes, int]]:
     """The stored keys of these memories (ids as text): id, bytes as stored, wrapped."""
     for chunk in in_lists(sorted(set(memory_ids))):
@@ -198,11 +202,13 @@ class KeyRing:
             found.update(str(row["memory_id"]) for row in sql.fetchall())
         return found
 
-    def checkable(self, sql: Sql, memory_ids: Iterable[str]) -> dict[str, bytes | None]:
+    def checkable(self, sql: Sql, memory_ids: Iterable[str]) -> tuple[dict[str, bytes | None], int]:
         """The keys these memories (ids as text) still have, for checking their seals:
         each unwrapped; ``None`` where it cannot be checked (wrapped, and this ring has no
-        master key); ``b""`` where it does not unwrap under this ring's master key."""
+        master key); :data:`NOT_UNWRAPPED` where it does not unwrap under this ring's
+        master key. And how many of them were wrapped and did unwrap."""
         found: dict[str, bytes | None] = {}
+        unwrapped = 0
         for memory_id, stored, wrapped in _stored(sql, memory_ids):
             if wrapped and self.master_key is None:
                 found[memory_id] = None
@@ -210,8 +216,10 @@ class KeyRing:
             try:
                 found[memory_id] = self._unwrap(memory_id, stored, wrapped)
             except (StoreUnavailable, ValueError):  # a tag that fails, or bytes cut short
-                found[memory_id] = b""
-        return found
+                found[memory_id] = NOT_UNWRAPPED
+            else:
+                unwrapped += wrapped
+        return found, unwrapped
 
     def exists(self, sql: Sql, memory_id: UUID) -> bool:
         """Whether the memory still has a key (its content is readable)."""

@@ -25,7 +25,14 @@ from erstwhile.domain.events import Asserted, Forgotten, LedgerEvent
 from erstwhile.domain.memory import LOG_POSITIONS
 from erstwhile.domain.time import LAST_RECORDABLE, ONE_MICROSECOND, from_micros, to_micros
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
-from erstwhile.eventstore.keys import WRAPPED_KEY, KeyRing, new_key, seal_opens
+from erstwhile.eventstore.keys import (
+    MASTER_KEY_VARIABLE,
+    NOT_UNWRAPPED,
+    WRAPPED_KEY,
+    KeyRing,
+    new_key,
+    seal_opens,
+)
 from erstwhile.eventstore.mapper import DECODE_ERRORS, PydanticMapper, why_undecodable
 from erstwhile.eventstore.records import (
     GENESIS_HASH,
@@ -645,6 +652,9 @@ class EventLog:
         """Memories whose key is gone, and no hard forget seen yet: their Asserted."""
         unopened: dict[str, int] = {}
         """Memories whose key does not open their seal: their Asserted."""
+        not_unwrapped: dict[str, int] = {}
+        """Memories whose wrapped key the master key does not unwrap: their Asserted."""
+        unwrapped = 0
         while True:
             with translated_errors(), self.backend.read() as sql:
                 rows = self._rows(sql, EventFilter(after=after), limit=batch)
@@ -669,21 +679,30 @@ class EventLog:
                     records.append(record)
                     previous, after = record.hash, record.position
                 sealed = {r.position: r.memory_key for r in records if keys and _sealed(r)}
-                found = self.keyring.checkable(sql, sealed.values())
+                found, opened = self.keyring.checkable(sql, sealed.values())
+                unwrapped += opened
             for record in records:
                 if record.position in sealed:
                     if record.memory_key not in found:
                         keyless[record.memory_key] = record.position
                         continue
                     key = found[record.memory_key]  # None: wrapped, no master key to check
-                    if key is not None and not seal_opens(record.payload, record.memory_id, key):
+                    if key == NOT_UNWRAPPED:
+                        not_unwrapped[record.memory_key] = record.position
+                    elif key is not None and not seal_opens(record.payload, record.memory_id, key):
                         unopened[record.memory_key] = record.position
                 elif record.type == "Forgotten" and _hard(record):
                     keyless.pop(record.memory_key, None)
             if len(rows) < batch:
                 break
+        if not_unwrapped and not unwrapped:
+            raise StoreUnavailable(
+                f"${MASTER_KEY_VARIABLE} unwraps none of the memory keys it was tried on "
+                f"({len(not_unwrapped)}): it is not the store's master key, or every one of "
+                "them was changed; verify without it checks that the wrapped keys are there"
+            )
         breaks = [(at, KEY_GONE) for at in keyless.values()]
-        breaks += [(at, KEY_CHANGED) for at in unopened.values()]
+        breaks += [(at, KEY_CHANGED) for at in {**unopened, **not_unwrapped}.values()]
         if breaks:
             return Verified(checked, *min(breaks))
         return Verified(checked, None, None)

@@ -1923,6 +1923,31 @@ def test_a_ledger_without_the_master_key_stores_nothing_in_a_wrapped_store(
     assert key_rows(ledger) == [1, 1, 1]
 
 
+def test_verify_with_a_master_key_that_is_not_the_stores_says_so(
+    open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A master key that unwraps none of the wrapped keys is not the store's (or every
+    key was changed): verify says that, instead of reporting the log broken at its
+    first memory; with the store's key, a wrapped key changed is a break at its memory,
+    and without a master key the wrapped keys are checked for presence."""
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master := new_master_key())
+    ledger = open_ledger()
+    first, second = (ledger.remember(f"Claim {n}", subject=f"s{n}") for n in range(2))
+    assert ledger.verify().ok
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", new_master_key())
+    with pytest.raises(StoreUnavailable, match=r"\$ERSTWHILE_MASTER_KEY unwraps none of the "
+                       r"memory keys it was tried on \(2\): it is not the store's"):  # fmt: skip
+        open_ledger().verify()
+    monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+    assert open_ledger().verify().ok
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+    ledger = open_ledger()
+    set_key(ledger, second.id, os.urandom(60))  # no longer unwraps
+    report = ledger.verify()
+    assert (report.ok, report.first_break) == (False, ledger.history(second.id).memory.position)
+    assert first.position < report.first_break
+
+
 def test_a_master_key_wraps_the_keys_written_from_then_on(
     open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
