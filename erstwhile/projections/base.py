@@ -240,6 +240,7 @@ class ProjectionRunner:
 
     @staticmethod
     def _tables(projections: Sequence[Projection]) -> list[str]:
+        """Every table of these projections."""
         return [table for projection in projections for table in projection.tables]
 
     def _rebuilt_indexes(self, sql: Sql) -> set[str]:
