@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
-from erstwhile.eventstore import URL_VARIABLE, missing_store
+from erstwhile.eventstore import URL_VARIABLE, missing_store, real_path
 from erstwhile.ledger import Ledger
 
 
@@ -82,10 +82,10 @@ def first_write(ctx: typer.Context) -> Iterator[Ledger]:
 def refuse_store_files(ledger: Ledger, output: Path) -> None:
     """Refuse to write a command's output over one of the ledger's own files: opening
     it for writing would empty the store."""
-    target = output.resolve()
+    target = real_path(output)
     for own in ledger.log.backend.files():
         # The same path, or another name of the same file (a link).
-        if target == own.resolve() or (own.exists() and output.exists() and output.samefile(own)):
+        if target == real_path(own) or (own.exists() and output.exists() and output.samefile(own)):
             raise ValidationError(
                 f"{output} is a file of this ledger's store; write to another file"
             )

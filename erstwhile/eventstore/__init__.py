@@ -17,6 +17,7 @@ from erstwhile.eventstore.backend import (
     in_lists,
     marks,
     outcome_unknown,
+    real_path,
     translated_errors,
 )
 from erstwhile.eventstore.log import ERASED_FINGERPRINT, AppendResult, EventFilter, EventLog
@@ -39,6 +40,7 @@ __all__ = [
     "missing_store",
     "open_backend",
     "outcome_unknown",
+    "real_path",
     "resolve_url",
     "translated_errors",
 ]
@@ -146,7 +148,10 @@ def _sqlite_file(url: str | os.PathLike[str] | None, resolved: str) -> Path:
 def _sqlite(file: Path) -> Backend:
     from erstwhile.eventstore.sqlite import SQLiteBackend
 
-    parent = file.resolve().parent
+    try:
+        parent = real_path(file).parent
+    except OSError as error:
+        raise StoreUnavailable(f"cannot open {str(file)!r}: {error.strerror}") from None
     if not parent.is_dir():
         raise StoreUnavailable(f"cannot open {str(file)!r}: folder {str(parent)!r} does not exist")
     return SQLiteBackend(str(file))

@@ -8,6 +8,8 @@ Both yield an :class:`Sql` cursor that takes ``?`` placeholders on every backend
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import sqlite3
 import sys
@@ -410,6 +412,16 @@ def outcome_unknown(error: BaseException) -> bool:
             return sqlstate is None or sqlstate[:2] in UNKNOWN_OUTCOME_SQLSTATES
         cause = cause.__cause__
     return False
+
+
+def real_path(path: Path) -> Path:
+    """``path`` with its links followed (:meth:`Path.resolve`); a loop of links raises the
+    ``OSError`` the system gives for one (Python 3.11's pathlib raises ``RuntimeError``,
+    which would reach the user as a traceback)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from eventsourcing.sqlite import (
 )
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import Backend, Sql
+from erstwhile.eventstore.backend import Backend, Sql, real_path
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 BUSY_TIMEOUT_SECONDS = 30
@@ -262,7 +262,7 @@ def holds_events(path: Path) -> bool:
     # file is all there is: read it as immutable, which takes no lock and leaves no -wal
     # or -shm beside it (read-only alone makes both). With one, SQLite reads it through
     # its index, the -shm, and makes that if it is missing (a copy without it).
-    real = path.resolve()
+    real = real_path(path)
     quiet = "" if real.with_name(real.name + "-wal").exists() else "&immutable=1"
     try:
         raw = sqlite3.connect(

@@ -238,6 +238,28 @@ def test_output_is_never_written_over_the_store_itself(tmp_path: Path) -> None:
         assert ledger.head() == 1 and ledger.verify().ok
 
 
+def test_a_loop_of_links_is_named_in_one_line(tmp_path: Path) -> None:
+    """A path whose links lead round in a loop (Python 3.11's pathlib raises
+    RuntimeError there, which reached the user as a traceback)."""
+    with Ledger.open(tmp_path / "own.db") as ledger:
+        ledger.remember("The team uses Supabase", subject="team")
+    (tmp_path / "l2").symlink_to("l1")
+    (tmp_path / "l1").symlink_to("l2")
+    db = ["--db", "own.db"]
+    results = run_all(
+        tmp_path,
+        ["--db", "l1", "remember", "The office is in Lisbon"],
+        ["--db", "l1", "projections", "run", "--once"],
+        ["demo", "--file", "l1"],
+        [*db, "export", "--output", "l1"],
+        [*db, "timeline", "team", "--svg", "l1"],
+    )
+    for result in results:
+        assert failed_cleanly(result, 1), result
+        assert "l1" in result.stderr and "Too many levels of symbolic links" in result.stderr
+    with Ledger.open(tmp_path / "own.db") as ledger:
+        assert ledger.head() == 1 and ledger.verify().ok
+
 @pytest.mark.postgres
 def test_only_a_first_write_creates_a_postgresql_store(tmp_path: Path, postgres_url: str) -> None:
     """On PostgreSQL too, a read of a schema that holds no ledger (a mistyped
