@@ -141,6 +141,13 @@ def datastore_from_url(
     if not parts.path.strip("/"):
         raise StoreUnavailable(f"the PostgreSQL URL {url!r} names no database")
     query = parse_qs(parts.query, keep_blank_values=True)
+    given = [unquote(parts.path), unquote(parts.username or ""), unquote(parts.password or ""),
+             parts.hostname or "", *(v for values in query.values() for v in values)]  # fmt: skip
+    if any("\x00" in value for value in given):
+        # libpq reads its parameters as C strings: one would end at the NUL, and the
+        # parameters after it be dropped (the host among them: another server answers).
+        raise ValidationError("the PostgreSQL URL holds a NUL character (%00), which no "
+                              "connection parameter can hold")  # fmt: skip
     for name in OURS:
         if len(query.get(name, [])) > 1:
             raise ValidationError(f"{name} is given more than once in the PostgreSQL URL")

@@ -260,6 +260,7 @@ def test_a_loop_of_links_is_named_in_one_line(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "own.db") as ledger:
         assert ledger.head() == 1 and ledger.verify().ok
 
+
 @pytest.mark.postgres
 def test_only_a_first_write_creates_a_postgresql_store(tmp_path: Path, postgres_url: str) -> None:
     """On PostgreSQL too, a read of a schema that holds no ledger (a mistyped

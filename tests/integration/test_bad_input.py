@@ -331,6 +331,21 @@ def test_a_postgresql_url_gives_libpq_its_own_parameters(postgres_url: str) -> N
     assert made == (0,)
 
 
+def test_a_postgresql_url_holding_a_nul_is_refused_before_connecting() -> None:
+    """libpq reads its parameters as C strings: a database name cut at a NUL dropped
+    the parameters after it, the host among them, and another server answered. (The
+    host here routes nowhere: a connection attempt would end in StoreUnavailable.)"""
+    server = "postgresql://postgres@10.255.255.1:5432"
+    for url in (
+        f"{server}/test%00?schema=s",
+        "postgresql://po%00stgres@10.255.255.1/test",
+        "postgresql://postgres:p%00w@10.255.255.1/test",
+        f"{server}/test?application_name=a%00b",
+    ):
+        with pytest.raises(ValidationError, match=r"holds a NUL character \(%00\)"):
+            Ledger.open(url)
+
+
 @pytest.mark.postgres
 def test_sessions_the_server_ended_cost_one_failed_call_not_one_per_connection(
     postgres_url: str,
