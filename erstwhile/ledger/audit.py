@@ -16,13 +16,13 @@ import pydantic
 
 from erstwhile.domain.errors import ValidationError, brief
 from erstwhile.domain.events import LEDGER_EVENTS, Asserted, LedgerEvent
-from erstwhile.domain.lifecycle import LogCheck
-from erstwhile.domain.memory import Memory, exact_json
+from erstwhile.domain.lifecycle import DRAFT_FIELDS, LogCheck
+from erstwhile.domain.memory import Memory, exact_json, parse_draft
 from erstwhile.domain.time import LAST_INSTANT, Instant, to_utc
 from erstwhile.domain.views import VerifyReport
 from erstwhile.eventstore import EventFilter, EventLog, open_backend, translated_errors
 from erstwhile.eventstore.log import Restored
-from erstwhile.ledger.arguments import binary_output, callback, check_name, flag
+from erstwhile.ledger.arguments import binary_output, callback, check_name, flag, optional_text
 from erstwhile.ledger.core import LedgerCore
 from erstwhile.ledger.curation import Curation
 from erstwhile.ledger.reads import Queries, event_data
@@ -227,7 +227,8 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
         if not line.strip():
             continue
         try:
-            entry = _restored(exact_json(line))
+            raw = exact_json(line)
+            entry = _restored(raw)
         except KeyError as error:
             raise ValidationError(
                 f"import line {number}: not an exported event (no field {error.args[0]!r})"
@@ -238,9 +239,24 @@ def _parse(lines: Iterable[bytes | str]) -> Iterator[Restored]:
             raise ValidationError(
                 f"import line {number}: not an exported event ({first})"
             ) from None
+        try:
+            _as_the_commands_take_it(raw["data"], type(entry.event))
+        except ValidationError as error:
+            raise ValidationError(f"import line {number}: {error}") from None
         check.follow(number, entry.position, entry.recorded_at, entry.namespace, entry.event)
         yield entry
     check.finish()
+
+
+def _as_the_commands_take_it(data: dict[str, Any], kind: type[LedgerEvent]) -> None:
+    """Refuse a line's data that a command would refuse as it stands: the event's model
+    reads JSON leniently (``"0.5"`` as a confidence of 0.5, ``true`` as 1.0, a blank
+    entity dropped), so a claim is checked as written, as ``remember`` checks its
+    arguments, and so is a reason, as ``archive``, ``forget`` and ``reject`` check it."""
+    if kind is Asserted and not data.get("erased"):
+        parse_draft({name: data[name] for name in DRAFT_FIELDS if name in data})
+    if "reason" in data:
+        optional_text(data["reason"], "reason")
 
 
 def _lines(lines: Iterable[bytes | str]) -> Iterator[bytes | str]:

@@ -298,6 +298,18 @@ CASES: dict[str, Case] = {
         "must be later than"),
     "a claim remember refuses": lambda s: (
         appended(s, fresh_claim(s, confidence=7)), END, "confidence"),
+    "a reason longer than the commands take": lambda s: (
+        appended(s, event("Archived", s.ids["aws"], 2, reason="r" * 4097)), END,
+        "reason is longer than 4096 characters"),
+    "a reason holding a NUL": lambda s: (
+        appended(s, event("Forgotten", s.ids["aws"], 2, hard=False, reason="a\x00b")), END,
+        "reason"),
+    "a blank entity": lambda s: (
+        appended(s, fresh_claim(s, entities=["", "atlas"])), END, "entities must not be blank"),
+    "a confidence written as text": lambda s: (
+        appended(s, fresh_claim(s, confidence="0.5")), END, "confidence must be a number"),
+    "a confidence written as true": lambda s: (
+        appended(s, fresh_claim(s, confidence=True)), END, "confidence must be a number"),
     "an empty actor": lambda s: (
         [s.lines[0] | {"actor": " "}, *s.lines[1:]], 1, "actor"),
 }  # fmt: skip
