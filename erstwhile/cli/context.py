@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import typer
 
@@ -89,3 +92,41 @@ def refuse_store_files(ledger: Ledger, output: Path) -> None:
             raise ValidationError(
                 f"{output} is a file of this ledger's store; write to another file"
             )
+
+
+STDOUT = "-"
+"""The name of standard output where a command takes a file to write (``--output -``)."""
+
+
+@contextmanager
+def replacing(output: Path) -> Iterator[IO[bytes]]:
+    """Open ``output`` to be written whole: a file (or a new one) is written beside it
+    under a temporary name and renamed over it once complete, so an export cut short
+    (Ctrl-C, a full disk) leaves the file as it was, never a shorter log, which would
+    import as a valid one. The file keeps its mode (a new one gets the umask's); a link
+    is followed to the file it names; anything else (a device, a pipe) is written as it
+    is."""
+    target = real_path(output)
+    if target.exists() and not target.is_file():
+        with output.open("wb") as file:
+            yield file
+        return
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, target.stat().st_mode if target.exists() else _created_mode())
+        os.replace(temporary, target)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def _created_mode() -> int:
+    """The mode a new file gets under this process's umask (read by setting it)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

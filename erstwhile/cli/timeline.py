@@ -7,13 +7,14 @@ down.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from erstwhile.cli.context import open_ledger, refuse_store_files, settings
+from erstwhile.cli.context import STDOUT, open_ledger, refuse_store_files, replacing, settings
 from erstwhile.cli.output import console, dump, print_json
 from erstwhile.cli.picture import Axis, draw, svg_document
 
@@ -30,7 +31,10 @@ def timeline(
     svg: Annotated[
         Path | None,
         typer.Option(
-            metavar="FILE", dir_okay=False, help="Write the picture as SVG to FILE instead."
+            metavar="FILE",
+            dir_okay=False,
+            allow_dash=True,
+            help="Write the picture as SVG to FILE instead ('-': stdout).",
         ),
     ] = None,
 ) -> None:
@@ -38,14 +42,21 @@ def timeline(
 
     A forgotten memory's versions stop at its forget; a hard-forgotten one is not drawn.
     """
+    to_stdout = svg is not None and str(svg) == STDOUT
+    if to_stdout and settings(ctx).json:
+        raise typer.BadParameter("--svg - writes the SVG to stdout: leave out --json")
     with open_ledger(ctx) as ledger:
-        if svg is not None:
+        if svg is not None and not to_stdout:
             refuse_store_files(ledger, svg)
         rectangles = ledger.timeline(subject, attribute)
     title = f"Timeline of {subject} {attribute}" if attribute else f"Timeline of {subject}"
     axis = Axis.spanning(rectangles) if rectangles else None
+    if to_stdout:
+        sys.stdout.write(svg_document(title, rectangles, axis))
+        return
     if svg is not None:
-        svg.write_text(svg_document(title, rectangles, axis), encoding="utf-8")
+        with replacing(svg) as file:
+            file.write(svg_document(title, rectangles, axis).encode("utf-8"))
     if settings(ctx).json:
         print_json(dump(rectangles))
     elif svg is not None:

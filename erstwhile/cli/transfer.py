@@ -11,7 +11,14 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-from erstwhile.cli.context import first_write, open_ledger, refuse_store_files, settings
+from erstwhile.cli.context import (
+    STDOUT,
+    first_write,
+    open_ledger,
+    refuse_store_files,
+    replacing,
+    settings,
+)
 from erstwhile.cli.output import console, errors, print_json
 from erstwhile.cli.params import flag
 from erstwhile.ledger.audit import Counter
@@ -26,7 +33,9 @@ def export(
             metavar="FILE",
             dir_okay=False,
             writable=True,
-            help="Write to FILE, replacing it (default: stdout).",
+            allow_dash=True,
+            help="Write to FILE, replacing it once the export is complete ('-': stdout, "
+            "the default).",
         ),
     ] = None,
     all_namespaces: Annotated[
@@ -38,12 +47,12 @@ def export(
     Content is in plain text, except where a hard forget erased it.
     """
     with open_ledger(ctx) as ledger:
-        if output is None:
+        if output is None or str(output) == STDOUT:
             ledger.export(sys.stdout.buffer, all_namespaces=all_namespaces)
             sys.stdout.flush()
             return
         refuse_store_files(ledger, output)
-        with output.open("wb") as file, counter("Exporting", None) as progress:
+        with replacing(output) as file, counter("Exporting", None) as progress:
             written = ledger.export(file, all_namespaces=all_namespaces, progress=progress)
     if settings(ctx).json:
         print_json({"exported": written, "output": str(output)})

@@ -155,6 +155,37 @@ def test_audit_commands_on_a_corrupt_payload_fail_cleanly_and_change_nothing(
     assert all(after.json() == answered[0].json() for after in answered[1:])
 
 
+def test_an_export_that_fails_half_way_leaves_its_file_as_it_was(move: Move) -> None:
+    """The export's last event cannot be read: the lines before it were written, but
+    a file cut short would import as a valid shorter log, so the file is replaced only
+    once the export is complete, and nothing of the attempt is left beside it."""
+    with sqlite3.connect(move.cwd / "move.db") as source:
+        source.backup(copy := sqlite3.connect(move.cwd / "cut.db"))
+        last = copy.execute("SELECT max(position) FROM erstwhile_events").fetchone()[0]
+    copy.execute("DROP TRIGGER erstwhile_events_no_update")
+    copy.execute(f"UPDATE erstwhile_events SET state = x'00ff' WHERE position = {last}")
+    copy.commit()
+    copy.close()
+    folder = move.cwd / "exports"
+    folder.mkdir()
+    (folder / "out.jsonl").write_text("the export before\n")
+    (failed,) = run_all(move.cwd, ["--db", "cut.db", "export", "--output", "exports/out.jsonl"])
+    assert failed_cleanly(failed, 1) and f"position {last}" in failed.stderr, failed
+    assert [f.name for f in folder.iterdir()] == ["out.jsonl"]
+    assert (folder / "out.jsonl").read_text() == "the export before\n"
+
+
+def test_a_dash_writes_the_export_and_the_svg_to_stdout(move: Move) -> None:
+    plain, dashed, svg, both = move.run_all(
+        ["export"], ["export", "--output", "-"], ["timeline", "team", "--svg", "-"],
+        ["--json", "timeline", "team", "--svg", "-"],
+    )  # fmt: skip
+    assert dashed.code == 0 and dashed.stdout == plain.stdout and plain.stdout.count("\n") == 7
+    assert svg.code == 0 and svg.stdout.startswith("<?xml") and "</svg>" in svg.stdout
+    assert failed_cleanly(both, 2) and "leave out --json" in both.stderr
+    assert not (move.cwd / "-").exists()
+
+
 def test_audit_replay_answers_as_the_ledger_stood_then(move: Move) -> None:
     before_gcp = move.aws.recorded_at.isoformat()
     replayed, table = move.run_all(
