@@ -138,7 +138,7 @@ def _sqlite_file(url: str | os.PathLike[str] | None, resolved: str) -> Path:
             "a '?' is given as a bare path)"
         )
     path = _file_of(rest)
-    if not path:
+    if not path.strip():
         raise StoreUnavailable("the SQLite URL names no file: give a path (sqlite:///ledger.db)")
     if path == ":memory:":
         raise StoreUnavailable("an in-memory SQLite ledger is not supported: give a file path")

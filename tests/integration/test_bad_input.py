@@ -409,12 +409,14 @@ def test_a_sqlite_url_with_parameters_is_refused(
 @pytest.mark.parametrize(
     ("url", "message"),
     [("", "names no file"), ("sqlite://", "names no file"), ("sqlite:///", "names no file"),
+     (" ", "names no file"), ("sqlite:/// \t", "names no file"),
      ("sqlite:///:memory:", "in-memory SQLite ledger is not supported")],
 )  # fmt: skip
 def test_a_sqlite_url_without_a_file_says_which_is_missing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, message: str
 ) -> None:
-    """An empty URL was told it asked for an in-memory ledger."""
+    """An empty URL was told it asked for an in-memory ledger; a blank one made a file
+    whose name was a space."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StoreUnavailable, match=message):
         Ledger.open(url)
