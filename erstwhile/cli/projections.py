@@ -82,6 +82,11 @@ def show_status(as_json: bool, statuses: list[ProjectionStatus]) -> None:
         console.print(status_table(statuses))
 
 
+POLL_AT_MOST = 86_400
+"""The longest wait ``projections run --poll`` takes (a day): a longer one, or one that
+is no finite number, is a usage error, whether or not ``--once`` leaves it unused."""
+
+
 @projections_app.command("run")
 def run(
     ctx: typer.Context,
@@ -90,6 +95,7 @@ def run(
         typer.Option(
             metavar="SECONDS",
             min=0.01,
+            max=POLL_AT_MOST,
             help="Longest wait between looks for new events (PostgreSQL wakes on each commit).",
         ),
     ] = 0.5,

@@ -542,6 +542,15 @@ def test_projections_run_once_and_until_stopped(move: Move) -> None:
         assert {(s["position"], s["lag"]) for s in statuses} == {(statuses[0]["head"], 0)}
 
 
+def test_a_poll_no_follower_can_wait_is_a_usage_error(move: Move) -> None:
+    """``--poll inf`` was taken with ``--once`` (which does not poll), and refused only
+    once the follower had started without it."""
+    results = move.run_all(*(["projections", "run", *once, "--poll", value]
+                             for value in ("inf", "nan", "86401", "0") for once in ([], ["--once"])))  # fmt: skip
+    for result in results:
+        assert failed_cleanly(result, 2) and "--poll" in result.stderr, result
+
+
 @dataclass(frozen=True)
 class Offices:
     """Two subjects whose newer claim clears the bar: two open proposals."""
