@@ -35,7 +35,11 @@ tables, for a command that does not create it),
 said as "Invalid value for ..."; an unparsable or offset-less time, a `--metadata`
 that is not a JSON object, a number out of its option's range, a choice not listed)
 or 3 (a concurrent writer won). So `--confidence 2` is bad input (1: the ledger
-refuses it), `--kind bogus` usage (2: not one of the kinds listed).
+refuses it), `--kind bogus` usage (2: not one of the kinds listed). A group run
+without its command (`erstwhile`, `erstwhile audit`) prints its help on stdout and
+exits 2. A command whose output's reader went away (`erstwhile search x | head -1`)
+stops quietly and exits 141, as a program stopped by SIGPIPE does: what it wrote to
+the store before (a `remember`'s memory) is stored.
 With `--json`, commands print the models' JSON: an object for one memory, a list
 for several.
 """

@@ -24,7 +24,7 @@ from erstwhile.cli import reads, recall, timeline, transfer, writes
 from erstwhile.cli.audit import audit_app
 from erstwhile.cli.context import Settings, settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
-from erstwhile.cli.output import console, dump, memory_table, print_json
+from erstwhile.cli.output import ReaderGone, console, dump, memory_table, print_json
 from erstwhile.cli.params import INVOCATION_NOW, TIME_HELP, App, flag
 from erstwhile.cli.projections import projections_app
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError
@@ -177,16 +177,20 @@ def main() -> None:
         fail("aborted", 1)
     except TyperException as error:
         fail(usage_message(error), int(getattr(error, "exit_code", 2)))
-    except BrokenPipeError:
-        # The reader went away (e.g. `| head`): stop quietly, as other Unix tools do;
-        # point stdout at /dev/null so the interpreter's final flush cannot fail again.
+    except (BrokenPipeError, ReaderGone):
+        # The reader went away (e.g. `| head`): stop quietly, as other Unix tools do,
+        # with the status of a program stopped by SIGPIPE, not 1 (refused: a write that
+        # was stored would be retried); point stdout at /dev/null so the interpreter's
+        # final flush cannot fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        sys.exit(BROKEN_PIPE_EXIT)
     except OSError as error:  # a file named on the command line (export, import, --svg)
         fail(f"{error.filename}: {error.strerror}" if error.filename else str(error), 1)
     sys.exit(result if isinstance(result, int) else 0)
 
 
+BROKEN_PIPE_EXIT = 128 + 13
+"""The exit status after the output's reader went away: a shell's for SIGPIPE (13)."""
 GLOBAL_OPTIONS = ("--db", "--namespace", "--actor", "--json")
 """The options of ``erstwhile`` itself (see :func:`options`): they go before the command."""
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, time
 from typing import Any
 
@@ -46,6 +47,23 @@ def _picture(match: re.Match[str]) -> str:
     return "\u2421" if code == 0x7F else "\ufffd"
 
 
+class ReaderGone(Exception):
+    """Whoever read the command's stdout went away (``erstwhile search x | head -1``).
+
+    Raised in place of ``BrokenPipeError``, which click answers with exit 1 before
+    :func:`erstwhile.cli.app.main` sees it: main ends the command as a program stopped
+    by SIGPIPE is, since 1 says the command was refused."""
+
+
+@contextmanager
+def writing_stdout() -> Iterator[None]:
+    """Turn a ``BrokenPipeError`` of the writes to stdout inside into :class:`ReaderGone`."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise ReaderGone from None
+
+
 class PrintableConsole(Console):
     """A console that shows stored text, never obeys it: every segment it renders has
     its control characters replaced by :func:`printable`. (rich's own styling travels
@@ -60,6 +78,12 @@ class PrintableConsole(Console):
                 yield Segment(printable(segment.text), segment.style)
             else:
                 yield segment
+
+    def on_broken_pipe(self) -> None:
+        """Leave a reader gone away to :func:`erstwhile.cli.app.main` (rich's own exits
+        1, a refused command's status, though a write may have been stored)."""
+        self.quiet = True
+        raise ReaderGone
 
 
 console = PrintableConsole()
@@ -101,9 +125,10 @@ class FittedTable(Table):
 def print_json(payload: Any) -> None:
     """Print JSON, indented, on stdout."""
     # UTF-8 whatever the terminal's encoding (JSON is UTF-8), after any text before it.
-    sys.stdout.flush()
-    sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
-    sys.stdout.buffer.flush()
+    with writing_stdout():
+        sys.stdout.flush()
+        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.flush()
 
 
 def dump(models: BaseModel | Sequence[BaseModel]) -> Any:

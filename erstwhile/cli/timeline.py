@@ -15,7 +15,7 @@ import typer
 from rich.markup import escape
 
 from erstwhile.cli.context import STDOUT, open_ledger, refuse_store_files, replacing, settings
-from erstwhile.cli.output import console, dump, print_json
+from erstwhile.cli.output import console, dump, print_json, writing_stdout
 from erstwhile.cli.picture import Axis, draw, svg_document
 
 
@@ -52,7 +52,9 @@ def timeline(
     title = f"Timeline of {subject} {attribute}" if attribute else f"Timeline of {subject}"
     axis = Axis.spanning(rectangles) if rectangles else None
     if to_stdout:
-        sys.stdout.write(svg_document(title, rectangles, axis))
+        with writing_stdout():
+            sys.stdout.write(svg_document(title, rectangles, axis))
+            sys.stdout.flush()
         return
     if svg is not None:
         with replacing(svg) as file:

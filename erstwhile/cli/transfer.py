@@ -19,7 +19,7 @@ from erstwhile.cli.context import (
     replacing,
     settings,
 )
-from erstwhile.cli.output import console, errors, print_json
+from erstwhile.cli.output import console, errors, print_json, writing_stdout
 from erstwhile.cli.params import flag
 from erstwhile.ledger.audit import Counter
 
@@ -48,8 +48,9 @@ def export(
     """
     with open_ledger(ctx) as ledger:
         if output is None or str(output) == STDOUT:
-            ledger.export(sys.stdout.buffer, all_namespaces=all_namespaces)
-            sys.stdout.flush()
+            with writing_stdout():
+                ledger.export(sys.stdout.buffer, all_namespaces=all_namespaces)
+                sys.stdout.flush()
             return
         refuse_store_files(ledger, output)
         with replacing(output) as file, counter("Exporting", None) as progress:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -34,6 +34,7 @@ from erstwhile.cli.params import (
     parse_policy,
     time_option,
 )
+from erstwhile.domain.time import Window
 from erstwhile.domain.writes import WritePlan
 from erstwhile.ledger import Policy
 
@@ -81,8 +82,12 @@ def remember(
     """Remember a claim: assert a new memory, optionally superseding others."""
     fields = given(**locals())  # each option is named as the ledger's argument it feeds
     del fields["ctx"], fields["content"]
-    # Input the ledger would refuse is refused before a store is made for it.
+    # Input the ledger would refuse is refused before a store is made for it, a window
+    # that opens when recorded (no start given) and ends before now included: the store
+    # records at the clock or later.
     WritePlan.parse({"content": content, **fields})
+    if "valid_until" in fields and not fields.keys() & {"valid_from", "occurred_at"}:
+        Window(datetime.now(UTC), fields["valid_until"])
     with first_write(ctx) as ledger:
         memory = ledger.remember(content, **fields)
     show_memory(settings(ctx).json, "Remembered", memory)

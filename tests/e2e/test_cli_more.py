@@ -9,6 +9,7 @@ already drives through the command line; what each test checks runs as a user ru
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import signal
 import sqlite3
@@ -331,10 +332,12 @@ def test_only_a_first_write_creates_a_store_file(tmp_path: Path) -> None:
     bad = run_all(tmp_path, ["--db", "typo.db", "remember", ""],
                   ["--db", "typo.db", "remember", "x", "--confidence", "7"],
                   ["--db", "typo.db", "remember", "x", "--valid-from", "2026-03-02",
-                   "--valid-until", "2026-03-01"])  # fmt: skip
+                   "--valid-until", "2026-03-01"],
+                  ["--db", "typo.db", "remember", "x", "--valid-until", "2020-01-01"])  # fmt: skip
     assert all(failed_cleanly(result, 1) for result in bad), bad
     assert "content must not be empty" in bad[0].stderr
     assert "confidence must be between 0 and 1" in bad[1].stderr
+    assert "valid_until (2020-01-01T00:00:00+00:00) must be later than" in bad[3].stderr
     assert list(tmp_path.iterdir()) == []
     # A first write refused once the store is open (an id it cannot know, a file that is
     # no export) leaves its empty store (another process may be using it), which reads
@@ -549,6 +552,33 @@ def test_a_poll_no_follower_can_wait_is_a_usage_error(move: Move) -> None:
                              for value in ("inf", "nan", "86401", "0") for once in ([], ["--once"])))  # fmt: skip
     for result in results:
         assert failed_cleanly(result, 2) and "--poll" in result.stderr, result
+
+
+def run_reader_gone(cwd: Path, *args: str) -> tuple[int, str]:
+    """Run ``erstwhile ARGS`` with a stdout whose reader went away before it wrote (a
+    pipe whose read end is closed): the exit status and what it said on stderr."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([str(ERSTWHILE), *args], cwd=cwd, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=60)  # fmt: skip
+    finally:
+        os.close(write)
+    return done.returncode, done.stderr
+
+
+def test_a_command_whose_reader_went_away_ends_as_sigpipe_ends_one(tmp_path: Path) -> None:
+    """``erstwhile remember x | true``: the memory is stored, so the exit is not 1 (a
+    refused command's, which says to try again) but 141, as for a program stopped by
+    SIGPIPE, and nothing is said on stderr; reads end the same way."""
+    commands = [["remember", "The team uses Supabase", "--subject", "team"],
+                ["--json", "remember", "The office is in Lisbon"], ["facts", "team"],
+                ["--json", "facts", "team"], ["audit", "log"], ["export"],
+                ["timeline", "team", "--svg", "-"], ["search", "Supabase"]]  # fmt: skip
+    for command in commands:
+        assert run_reader_gone(tmp_path, *command) == (141, ""), command
+    with Ledger.open(tmp_path / "erstwhile.db") as ledger:
+        assert [e.type for e in ledger.events()] == ["Asserted", "Asserted"]
 
 
 @dataclass(frozen=True)
