@@ -56,10 +56,9 @@ def _search_at(context: Context, memories: int, asked: list[str]) -> list[Result
         return raw
 
     raw = context.cached("raw full-text", memories, build)
-    fold = context.backend != "sqlite"  # the words as the ledger asks its index
 
     def terms(question: str) -> list[str]:
-        return query_terms(question, fold=fold)
+        return query_terms(question)  # the words as the ledger asks its index
 
     if not ledger.search(asked[0]) or not raw.match(terms(asked[0])):
         raise RuntimeError(f"search for {asked[0]!r} found nothing")

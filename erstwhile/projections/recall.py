@@ -101,7 +101,7 @@ def search(
     """Rank live memories first (tier ``current``), then, on request, every other memory
     that is not forgotten (tier ``historical``). Within a tier, memories sharing more
     query terms come first, then the higher text score, then the more recent."""
-    terms = query_terms(request.query, fold=not index.sqlite)
+    terms = query_terms(request.query)
     if request.query.strip() and not terms:
         return []
     hits: list[RawHit] = []

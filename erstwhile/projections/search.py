@@ -62,6 +62,10 @@ MARKED = re.compile(r"[^\W_][^\w\x00-\x7f]", re.UNICODE)
 """A letter or digit followed by what may be a combining mark (a character neither ASCII
 nor a letter, digit or ``_``): text without one is split by :data:`LETTERS_AND_DIGITS`
 alone."""
+WORD_CHARS = 500
+"""The longest word the indexes hold (a longer one is cut there, in documents and
+questions alike): PostgreSQL indexes no lexeme over 2,047 bytes, which 500 characters of
+UTF-8 never reach, and SQLite is held to the same so that both find the same."""
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 UPKEEP = "memory_search_upkeep"
 PENDING = "memory_search_pending"
@@ -127,8 +131,9 @@ removals cross the budget."""
 
 
 def without_accents(text: str) -> str:
-    """Return ``text`` with its diacritics removed (``café`` -> ``cafe``), as SQLite's
-    tokenizer reads words."""
+    """Return ``text`` decomposed (NFKD) without its diacritics (``café`` -> ``cafe``,
+    ``Việt`` -> ``Viet``); a mark that is part of its letter (a Devanagari vowel sign)
+    stays."""
     if text.isascii():
         return text
     decomposed = unicodedata.normalize("NFKD", text)
@@ -173,50 +178,46 @@ def leading_marks(text: str) -> int:
 
 
 def folded(word: str) -> list[str]:
-    """PostgreSQL: a word as its index holds it, case-folded and without accents; folding
-    may make several words of it (U+FDFA is a phrase of four)."""
-    return LETTERS_AND_DIGITS.findall(without_accents(word.casefold()))
+    """A word as the indexes hold it: case-folded, without accents, and at most
+    :data:`WORD_CHARS` long; folding may make several words of it (U+FDFA is a phrase
+    of four)."""
+    return [piece[:WORD_CHARS] for piece in words(without_accents(word.casefold()))]
 
 
-def indexed_text(text: str, fold: bool) -> str:
-    """Return what an index is given for a document, read as a question is. Only the
-    index holds it: a memory's fields are kept as they were written.
+def indexed_text(text: str) -> str:
+    """Return what an index is given for a document: its :func:`words`, :func:`folded`,
+    as a question's terms are, one space between two. Only the index holds it: a
+    memory's fields are kept as they were written.
 
-    SQLite: the text :func:`composed`, as a question's words are; its tokenizer then
-    splits the document and each word alike (splitting the document here as well would
-    cost 3 µs for 85 ASCII characters, against 0.3 to compose them). ``fold``
-    (PostgreSQL): its :func:`words`, :func:`folded`, as a question's terms are, since
-    PostgreSQL's own parser keeps an e-mail address, a host, a path or ``2.1`` as one
-    token, which no query word equals."""
-    if not fold:
-        return composed(text)
+    Both backends' own tokenizers are given words they need not split again: SQLite's
+    (FTS5 ``ascii``) splits at the spaces alone, and PostgreSQL's parser, which keeps
+    an e-mail address, a host, a path or ``2.1`` as one token that no query word
+    equals, meets none. Until search version 7 SQLite's ``unicode61`` tokenizer split
+    the text itself, with Unicode 6.1's tables: a word next to a newer emoji
+    (``Shipped🙂``) or a bidi mark was one token with it, found by no question, and
+    letters with two accents (``Việt``) kept them."""
     if text.isascii():
         # Composed, split and folded in three passes of C instead of a regular
         # expression's match at a time, twice over: 1.7 against 6.7 µs for 110
         # characters, a twentieth of the client's work per memory in a bulk write.
-        return " ".join(text.lower().translate(ASCII_SEPARATORS).split())
+        found = text.lower().translate(ASCII_SEPARATORS).split()
+        if len(text) > WORD_CHARS:
+            found = [word[:WORD_CHARS] for word in found]
+        return " ".join(found)
     # Folded at once: no word folds into a space, so each one's pieces stay apart.
     return " ".join(folded(" ".join(words(text))))
 
 
-def query_terms(query: str, fold: bool) -> list[str]:
-    """Return the meaningful terms of a query: its :func:`words`, each once, without stop
-    words (a word is one when case-folded and without accents: ``À`` is ``a``).
-
-    ``fold`` (PostgreSQL): each term :func:`folded`, as :func:`indexed_text` gives the
-    documents. On SQLite each term is the word as written: its tokenizer folds a term as
-    it folded the documents, and folding it here as well would change words it keeps
-    (``йогурт``, ``m²``) or split one (``İstanbul``)."""
-    terms: dict[str, str] = {}
+def query_terms(query: str) -> list[str]:
+    """Return the meaningful terms of a query: its :func:`words`, each :func:`folded` as
+    :func:`indexed_text` folds the documents' (a word may fold into several), each once,
+    without stop words."""
+    terms: dict[str, None] = {}
     for word in words(query):
-        if fold:
-            for piece in folded(word):
-                if piece not in STOP_WORDS:
-                    terms.setdefault(piece, piece)
-        elif without_accents(word.casefold()) not in STOP_WORDS:
-            # Repeats as SQLite's tokenizer tells words apart (Straße is not strasse).
-            terms.setdefault(word.lower(), word)
-    return list(terms.values())
+        for piece in folded(word):
+            if piece not in STOP_WORDS:
+                terms.setdefault(piece)
+    return list(terms)
 
 
 def document(event: Asserted) -> str:
@@ -437,11 +438,13 @@ class SearchProjection(Projection):
     """Full-text rows per memory, and the queries over them; the SQL differs per backend."""
 
     name = "search"
-    version = 6  # 6: documents composed (NFC) as questions are, and on PostgreSQL split
-    # into words before they are folded. Before, each backend counted its own: SQLite 2
-    # brought the live index and position rowids, 3 the live index's upkeep; PostgreSQL
-    # 3 brought the live table and each row's position, 5 documents in the words queries
-    # are split into.
+    version = 7  # 7: documents split into words and folded in Python on both backends
+    # (SQLite's tokenizer ascii, splitting at spaces alone), marks that belong to their
+    # letter kept, words cut at WORD_CHARS. 6: documents composed (NFC) as questions
+    # are, and on PostgreSQL split into words before they are folded. Before, each
+    # backend counted its own: SQLite 2 brought the live index and position rowids, 3
+    # the live index's upkeep; PostgreSQL 3 brought the live table and each row's
+    # position, 5 documents in the words queries are split into.
 
     def __init__(self, dialect: str) -> None:
         super().__init__(dialect)
@@ -469,7 +472,7 @@ class SearchProjection(Projection):
         for table in (FULL, LIVE):
             sql.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
-                "body, tokenize = 'porter unicode61')"
+                "body, tokenize = 'porter ascii')"
             )
         sql.execute(f"INSERT INTO {LIVE} ({LIVE}, rank) VALUES ('automerge', ?)", (LIVE_AUTOMERGE,))
         sql.execute(
@@ -510,7 +513,7 @@ class SearchProjection(Projection):
             if isinstance(event, Asserted):
                 if not event.erased:
                     indexed += 1
-                    text = indexed_text(document(event), fold=not self.sqlite)
+                    text = indexed_text(document(event))
                     if self.sqlite:
                         self._index(buffered, record.position, memory_id, text)
                     else:
@@ -646,17 +649,22 @@ class SearchProjection(Projection):
         return LIVE if live else FULL
 
     def known(self, sql: Sql, terms: Sequence[str], live: bool, most: int) -> list[str]:
-        """Return the first ``most`` terms that can match: on SQLite those some memory in
-        the index (``live``: the live index) holds; on PostgreSQL those its ``english``
-        configuration does not drop as stop words (asking the table would cost a scan
-        for a term it lacks, unless the planner has statistics). Terms are checked
-        :data:`KNOWN_PER_STATEMENT` at a time, each a column of one ``SELECT``."""
+        """Return those of the first ``most`` terms that can match: on SQLite those some
+        memory in the index (``live``: the live index) holds; on PostgreSQL those its
+        ``english`` configuration does not drop as stop words (asking the table would
+        cost a scan for a term it lacks, unless the planner has statistics). Terms are
+        checked :data:`KNOWN_PER_STATEMENT` at a time, each a column of one ``SELECT``.
+
+        The cut comes first: the index holds every namespace's memories (and, the full
+        one, forgotten ones), so which terms it holds must not decide which of a
+        question's terms are asked (until 2026-12-04 a SQLite search skipped the terms
+        no memory held before cutting, so whether a word was dropped, letting a later
+        one in, told whether another namespace's memories held it)."""
+        asked = terms[:most]
         found: list[str] = []
-        for start in range(0, len(terms), KNOWN_PER_STATEMENT):
-            found += self._known(sql, terms[start : start + KNOWN_PER_STATEMENT], live)
-            if len(found) >= most:
-                break
-        return found[:most]
+        for start in range(0, len(asked), KNOWN_PER_STATEMENT):
+            found += self._known(sql, asked[start : start + KNOWN_PER_STATEMENT], live)
+        return found
 
     def _known(self, sql: Sql, terms: Sequence[str], live: bool) -> list[str]:
         if self.sqlite:
