@@ -115,14 +115,18 @@ def bar(rectangle: Rectangle, axis: Axis, width: int) -> Text:
 
 
 def ruler(axis: Axis, width: int) -> Text:
-    """Return the axis header: boundary labels where they fit, a tick under each."""
+    """Return the axis header: boundary labels where they fit, a tick under each.
+
+    A label starts at its tick or, where it would run past the edge, ends at it: one
+    pushed further left (as until 2026-12-04) stood over another tick, the label of an
+    instant it was not. A label that fits neither way is left out."""
     labels, ticks = [" "] * width, [" "] * width
     free = 0
     for mark in axis.marks:
         column = min(round(axis.fraction(mark, missing=0.0) * width), width - 1)
         ticks[column] = "╷"
         label = show_instant(mark)
-        at = min(column, width - len(label))
+        at = column if column + len(label) <= width else column - len(label) + 1
         if at >= free:
             labels[at : at + len(label)] = label
             free = at + len(label) + 1

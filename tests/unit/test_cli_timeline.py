@@ -11,7 +11,8 @@ from uuid import UUID
 from rich.console import Console
 
 from erstwhile import Rectangle
-from erstwhile.cli.picture import Axis, draw, label_of, svg_document
+from erstwhile.cli.output import show_instant
+from erstwhile.cli.picture import Axis, draw, label_of, ruler, svg_document
 
 SUPABASE = UUID("01a22a78-0000-7000-8000-000000000001")
 AWS = UUID("01a22a78-0000-7000-8000-000000000002")
@@ -66,6 +67,23 @@ def test_the_axis_spans_every_boundary_with_room_for_open_windows() -> None:
     start, stop = axis.cells(supabase, 40)
     assert start == 0 and 0 < stop < 40
     assert axis.fraction(day("2020-01-01"), missing=0.5) == 0.0
+
+
+def test_each_label_of_the_axis_starts_or_ends_at_its_own_tick() -> None:
+    """A label that would run past the edge ends at its tick; one that fits neither way
+    is left out (it was pushed left, over another tick, and read as that one's)."""
+    found = the_move()
+    axis = Axis.spanning(found)
+    for width in (12, 20, 30, 40, 80):
+        labels, ticks = ruler(axis, width).plain.split("\n")
+        columns = [i for i, tick in enumerate(ticks) if tick == "╷"]
+        for mark in axis.marks:
+            label = show_instant(mark)
+            at = labels.find(label)
+            if at >= 0:
+                assert at in columns or at + len(label) - 1 in columns, (width, label)
+                own = columns[axis.marks.index(mark)]
+                assert own in (at, at + len(label) - 1), (width, label)
 
 
 def test_the_terminal_picture_shows_each_version_and_the_legend() -> None:
