@@ -100,18 +100,25 @@ STDOUT = "-"
 
 @contextmanager
 def replacing(output: Path) -> Iterator[IO[bytes]]:
-    """Open ``output`` to be written whole: a file (or a new one) is written beside it
-    under a temporary name and renamed over it once complete, so an export cut short
-    (Ctrl-C, a full disk) leaves the file as it was, never a shorter log, which would
-    import as a valid one. The file keeps its mode (a new one gets the umask's); a link
-    is followed to the file it names; anything else (a device, a pipe) is written as it
-    is."""
-    target = real_path(output)
-    if target.exists() and not target.is_file():
+    """Open ``output`` to be written whole.
+
+    A file (or a new one) is written beside it under a temporary name and renamed over
+    it once complete, so an export cut short (Ctrl-C, a failure half-way) leaves the file
+    as it was, never a shorter log, which would import as a valid one. The file keeps
+    its mode (a new one gets the umask's), and a link is followed to the file it names.
+    Anything else (``/dev/stdout``, a pipe, a process substitution) is written as it is,
+    and so is a file whose folder takes no new file."""
+    if output.exists() and not output.is_file():  # stat follows links, as open() does
         with output.open("wb") as file:
             yield file
         return
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    target = real_path(output)
+    try:
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except PermissionError:
+        with output.open("wb") as file:
+            yield file
+        return
     try:
         with os.fdopen(handle, "wb") as file:
             yield file
@@ -126,7 +133,7 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
 
 
 def _created_mode() -> int:
-    """The mode a new file gets under this process's umask (read by setting it)."""
+    """Return the mode a new file gets under this process's umask (read by setting it)."""
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask

@@ -66,7 +66,7 @@ class Life:
     awaiting: set[UUID] | None = None
     """Older memories its ``supersedes`` lists whose ``Superseded`` is still to come
     (the first versions wrote a new memory's ``Asserted`` before them)."""
-    claim: bytes | None = None
+    claim_digest: bytes | None = None
     """A digest of its claim (see :func:`claim_digest`); None once erased."""
 
 
@@ -78,8 +78,8 @@ class Forward:
     namespace: str
     kind: Kind
     at: int
-    claim: bytes | None
-    """The older memory's claim digest."""
+    claim_digest: bytes | None
+    """The older memory's (see :func:`claim_digest`)."""
 
 
 @dataclass
@@ -177,7 +177,7 @@ class LogCheck:
             named.add(older)
         start, end = to_micros(event.valid_from), end_to_micros(event.valid_until)
         life = Life(line, namespace, event.kind, start, end, erased=event.erased,
-                    claim=claim_digest(event))  # fmt: skip
+                    claim_digest=claim_digest(event))  # fmt: skip
         self._links(life, memory_id, event.supersedes)
         if event.idempotency_key is not None:
             claim = (namespace, event.idempotency_key)
@@ -195,7 +195,7 @@ class LogCheck:
             if older_id not in supersedes:
                 raise Impossible(f"line {forward.line} supersedes {older_id} by this memory, "
                                  "but this memory's supersedes does not list it")  # fmt: skip
-            _meets(life, forward.namespace, forward.kind, forward.at, forward.claim,
+            _meets(life, forward.namespace, forward.kind, forward.at, forward.claim_digest,
                    f"the supersession on line {forward.line}")  # fmt: skip
         for older_id in supersedes:
             if older_id in forwards:
@@ -228,7 +228,7 @@ class LogCheck:
                 raise Impossible(f"accepts a proposal whose newer memory {newer_id} no earlier "
                                  "line asserts")  # fmt: skip
             self.forwards.setdefault(newer_id, {})[older_id] = Forward(
-                line, namespace, older.kind, at, older.claim
+                line, namespace, older.kind, at, older.claim_digest
             )
         else:
             if newer.hard or newer.state is State.FORGOTTEN:
@@ -236,7 +236,7 @@ class LogCheck:
             if event.proposal_id is not None and newer.state is not State.CURRENT:
                 raise Impossible(f"accepts a proposal whose newer memory {newer_id} is "
                                  f"{newer.state}: accept takes a current one")  # fmt: skip
-            _meets(newer, namespace, older.kind, at, older.claim, "the supersession")
+            _meets(newer, namespace, older.kind, at, older.claim_digest, "the supersession")
             self._linked(older_id, newer_id, newer, event.proposal_id)
         older.state, older.end = State.SUPERSEDED, at
 
@@ -324,8 +324,10 @@ def check_claim(event: Asserted) -> None:
 
 
 def claim_digest(event: Asserted) -> bytes | None:
-    """A digest of what makes two claims identical (:func:`claim_of`), kept per memory
-    instead of the claim itself; None for an erased claim, which compares with none."""
+    """Return a digest of what makes two claims identical (:func:`claim_of`).
+
+    It is kept per memory instead of the claim itself; None for an erased claim, which
+    compares with none."""
     if event.erased:
         return None
     claim = claim_of(event.subject, event.attribute, event.value, event.content)
@@ -333,18 +335,18 @@ def claim_digest(event: Asserted) -> bytes | None:
 
 
 def _meets(
-    newer: Life, namespace: str, kind: Kind, at: int, claim: bytes | None, what: str
+    newer: Life, namespace: str, kind: Kind, at: int, digest: bytes | None, what: str
 ) -> None:
     """Refuse a supersession by ``newer`` across namespaces, across kinds, at an
     instant other than where ``newer`` opens (the commands supersede exactly there), or
-    of a memory whose ``claim`` (digest) is ``newer``'s (the same claim corroborates,
-    it does not supersede: ``identical_claim``)."""
+    of a memory whose claim ``digest`` is ``newer``'s (the same claim corroborates, it
+    does not supersede: ``identical_claim``)."""
     if newer.namespace != namespace:
         raise Impossible(f"{what} crosses from namespace {namespace!r} to {newer.namespace!r}")
     if newer.kind is not kind or kind is Kind.EVENT:
         raise Impossible(f"{what} puts a {newer.kind} in place of a {kind}")
     if newer.start != at:
         raise Impossible(f"{what} is not at the instant its newer memory opens")
-    if claim is not None and claim == newer.claim:
+    if digest is not None and digest == newer.claim_digest:
         raise Impossible(f"{what} replaces a claim by the same claim (identical_claim: "
                          "the same claim corroborates the older one)")  # fmt: skip

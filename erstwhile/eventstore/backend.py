@@ -415,9 +415,10 @@ def outcome_unknown(error: BaseException) -> bool:
 
 
 def real_path(path: Path) -> Path:
-    """``path`` with its links followed (:meth:`Path.resolve`); a loop of links raises the
-    ``OSError`` the system gives for one (Python 3.11's pathlib raises ``RuntimeError``,
-    which would reach the user as a traceback)."""
+    """Return ``path`` with its links followed (:meth:`Path.resolve`).
+
+    A loop of links raises the ``OSError`` the system gives for one: Python 3.11's
+    pathlib raises ``RuntimeError``, which would reach the user as a traceback."""
     try:
         return path.resolve()
     except RuntimeError:

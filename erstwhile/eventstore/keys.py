@@ -16,6 +16,7 @@ import base64
 import binascii
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -57,8 +58,17 @@ def seal(state: dict[str, Any], memory_id: UUID, key: bytes) -> dict[str, Any]:
     return state
 
 
-NOT_UNWRAPPED = b""
-"""What :meth:`KeyRing.checkable` gives for a wrapped key the master key does not unwrap."""
+@dataclass
+class CheckableKeys:
+    """The keys :meth:`KeyRing.checkable` found for memories, to check their seals."""
+
+    keys: dict[str, bytes | None]
+    """Each memory's key, unwrapped; ``None`` where it cannot be checked (wrapped, and the
+    ring has no master key). A memory whose key is gone is not here."""
+    not_unwrapped: set[str]
+    """The memories whose wrapped key the ring's master key does not unwrap."""
+    unwrapped: int
+    """How many wrapped keys it did unwrap."""
 
 
 def _stored(sql: Sql, memory_ids: Iterable[str]) -> Iterator[tuple[str, bytes, int]]:
@@ -202,24 +212,21 @@ class KeyRing:
             found.update(str(row["memory_id"]) for row in sql.fetchall())
         return found
 
-    def checkable(self, sql: Sql, memory_ids: Iterable[str]) -> tuple[dict[str, bytes | None], int]:
-        """The keys these memories (ids as text) still have, for checking their seals:
-        each unwrapped; ``None`` where it cannot be checked (wrapped, and this ring has no
-        master key); :data:`NOT_UNWRAPPED` where it does not unwrap under this ring's
-        master key. And how many of them were wrapped and did unwrap."""
-        found: dict[str, bytes | None] = {}
-        unwrapped = 0
+    def checkable(self, sql: Sql, memory_ids: Iterable[str]) -> CheckableKeys:
+        """Return the keys these memories (ids as text) still have, for checking their
+        seals (see :class:`CheckableKeys`)."""
+        found = CheckableKeys({}, set(), 0)
         for memory_id, stored, wrapped in _stored(sql, memory_ids):
             if wrapped and self.master_key is None:
-                found[memory_id] = None
+                found.keys[memory_id] = None
                 continue
             try:
-                found[memory_id] = self._unwrap(memory_id, stored, wrapped)
+                found.keys[memory_id] = self._unwrap(memory_id, stored, wrapped)
             except (StoreUnavailable, ValueError):  # a tag that fails, or bytes cut short
-                found[memory_id] = NOT_UNWRAPPED
+                found.not_unwrapped.add(memory_id)
             else:
-                unwrapped += wrapped
-        return found, unwrapped
+                found.unwrapped += wrapped
+        return found
 
     def exists(self, sql: Sql, memory_id: UUID) -> bool:
         """Whether the memory still has a key (its content is readable)."""

@@ -11,7 +11,7 @@ clash (another writer appended to the same memory first) surfaces as
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
 from typing import Any, NamedTuple
@@ -27,8 +27,8 @@ from erstwhile.domain.time import LAST_RECORDABLE, ONE_MICROSECOND, from_micros,
 from erstwhile.eventstore.backend import Backend, Sql, translated_errors
 from erstwhile.eventstore.keys import (
     MASTER_KEY_VARIABLE,
-    NOT_UNWRAPPED,
     WRAPPED_KEY,
+    CheckableKeys,
     KeyRing,
     new_key,
     seal_opens,
@@ -251,6 +251,54 @@ ERASED_FINGERPRINT = "erased"
 UNKNOWN_FINGERPRINT = "unknown"
 """The fingerprint of a claim imported from an export that did not carry it (written
 before exports did): no request matches it, so a retry is refused, never written twice."""
+
+
+@dataclass
+class SealCheck:
+    """Follow :meth:`EventLog.verify` through the log, finding the memories whose key is
+    gone without a hard forget, or does not open their sealed content."""
+
+    keyless: dict[str, int] = field(default_factory=dict)
+    """Memories whose key is gone, and no hard forget seen yet: their Asserted."""
+    unopened: dict[str, int] = field(default_factory=dict)
+    """Memories whose key does not open their seal: their Asserted."""
+    not_unwrapped: dict[str, int] = field(default_factory=dict)
+    """Memories whose wrapped key the master key does not unwrap: their Asserted."""
+    unwrapped: int = 0
+    """How many wrapped keys the master key unwrapped."""
+
+    def follow(
+        self, records: Sequence[RecordedEvent], sealed: dict[int, str], found: CheckableKeys
+    ) -> None:
+        """Take in a batch of events, ``sealed`` those that seal content (by position),
+        with the keys ``found`` for their memories."""
+        self.unwrapped += found.unwrapped
+        for record in records:
+            if record.position in sealed:
+                if record.memory_key in found.not_unwrapped:
+                    self.not_unwrapped[record.memory_key] = record.position
+                elif record.memory_key not in found.keys:
+                    self.keyless[record.memory_key] = record.position
+                elif (key := found.keys[record.memory_key]) is not None and not seal_opens(
+                    record.payload, record.memory_id, key
+                ):  # a key of None is wrapped, with no master key to check it
+                    self.unopened[record.memory_key] = record.position
+            elif record.type == "Forgotten" and _hard(record):
+                self.keyless.pop(record.memory_key, None)
+
+    def first_break(self) -> tuple[int, str] | None:
+        """Return the first break's position and why, or None; ``StoreUnavailable`` when
+        the master key unwrapped none of the wrapped keys (it is not the store's)."""
+        if self.not_unwrapped and not self.unwrapped:
+            raise StoreUnavailable(
+                f"${MASTER_KEY_VARIABLE} unwraps none of the memory keys it was tried on "
+                f"({len(self.not_unwrapped)}): it is not the store's master key, or every "
+                "one of them was changed; verify without it checks that the wrapped keys "
+                "are there"
+            )
+        breaks = [(at, KEY_GONE) for at in self.keyless.values()]
+        breaks += [(at, KEY_CHANGED) for at in {**self.unopened, **self.not_unwrapped}.values()]
+        return min(breaks, default=None)
 
 
 class Verified(NamedTuple):
@@ -648,13 +696,7 @@ class EventLog:
         another memory's), which leaves the log unreadable from there: checked wherever
         the key can be read (a wrapped key needs the master key)."""
         previous, checked, after = GENESIS_HASH, 0, None
-        keyless: dict[str, int] = {}
-        """Memories whose key is gone, and no hard forget seen yet: their Asserted."""
-        unopened: dict[str, int] = {}
-        """Memories whose key does not open their seal: their Asserted."""
-        not_unwrapped: dict[str, int] = {}
-        """Memories whose wrapped key the master key does not unwrap: their Asserted."""
-        unwrapped = 0
+        seals = SealCheck()
         while True:
             with translated_errors(), self.backend.read() as sql:
                 rows = self._rows(sql, EventFilter(after=after), limit=batch)
@@ -679,33 +721,12 @@ class EventLog:
                     records.append(record)
                     previous, after = record.hash, record.position
                 sealed = {r.position: r.memory_key for r in records if keys and _sealed(r)}
-                found, opened = self.keyring.checkable(sql, sealed.values())
-                unwrapped += opened
-            for record in records:
-                if record.position in sealed:
-                    if record.memory_key not in found:
-                        keyless[record.memory_key] = record.position
-                        continue
-                    key = found[record.memory_key]  # None: wrapped, no master key to check
-                    if key == NOT_UNWRAPPED:
-                        not_unwrapped[record.memory_key] = record.position
-                    elif key is not None and not seal_opens(record.payload, record.memory_id, key):
-                        unopened[record.memory_key] = record.position
-                elif record.type == "Forgotten" and _hard(record):
-                    keyless.pop(record.memory_key, None)
+                found = self.keyring.checkable(sql, sealed.values())
+            seals.follow(records, sealed, found)
             if len(rows) < batch:
                 break
-        if not_unwrapped and not unwrapped:
-            raise StoreUnavailable(
-                f"${MASTER_KEY_VARIABLE} unwraps none of the memory keys it was tried on "
-                f"({len(not_unwrapped)}): it is not the store's master key, or every one of "
-                "them was changed; verify without it checks that the wrapped keys are there"
-            )
-        breaks = [(at, KEY_GONE) for at in keyless.values()]
-        breaks += [(at, KEY_CHANGED) for at in {**unopened, **not_unwrapped}.values()]
-        if breaks:
-            return Verified(checked, *min(breaks))
-        return Verified(checked, None, None)
+        first = seals.first_break()
+        return Verified(checked, None, None) if first is None else Verified(checked, *first)
 
     def restore(
         self, batches: Iterable[Sequence[Restored]], progress: Callable[[int], None] | None = None

@@ -52,7 +52,7 @@ dropping tables, can deadlock with it (PostgreSQL cancels one of the two)."""
 
 EMPTIED_LOCK_TIMEOUT = Literal("5s")
 """How long the scrub waits for the lock of a table the erase left empty, to drop its
-statistics (see :meth:`PostgresBackend._drop_statistics_of_empty`); past it, the scrub
+statistics (see :meth:`PostgresScrub._drop_statistics_of_empty`); past it, the scrub
 fails and says the files are not scrubbed yet."""
 
 OLDER_SNAPSHOTS = (

@@ -45,7 +45,10 @@ class Audit(LedgerCore):
         """Recompute the hash chain over the whole log and report the first break: a
         stored hash that does not match, a memory whose key is gone without a hard
         forget, or a log shorter than the projections say it was (a chain cannot prove
-        its own tail, but the projections remember how far they applied it)."""
+        its own tail, but the projections remember how far they applied it).
+
+        ``StoreUnavailable`` when ``$ERSTWHILE_MASTER_KEY`` unwraps none of the wrapped
+        keys: it is not the store's (without one, wrapped keys are checked for presence)."""
         checked, first_break, reason = self.log.verify(keys=self.keys_prove_forgets)
         if first_break is None:
             with translated_errors(), self.log.backend.read() as sql:
@@ -284,6 +287,8 @@ def _restored(line: dict[str, Any]) -> Restored:
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise ValueError(f"type {brief(kind)} is no event type ({', '.join(EVENT_TYPES)})")
+    if not isinstance(line["data"], dict):
+        raise ValueError(f"data must be a JSON object, got {brief(line['data'])}")
     data = dict(line["data"])
     if cls is Asserted and data.get("erased"):
         data.update(content="", value=None, entities=[], evidence=[], metadata=None)

@@ -186,7 +186,8 @@ class LedgerCore:
         """Rebuild projections (all, or the one named) from position 0 of the log, beside
         the live tables, which readers go on reading until the swap. ``proposals`` reads
         ``memories`` and ``memory_versions``: naming either rebuilds it too. One rebuild
-        runs at a time: while another process's runs, ``StoreUnavailable``."""
+        runs at a time: while another process's runs, ``StoreUnavailable``; so too for a
+        log that lost events from its end, which the rebuilt projections would hide."""
         callback(progress, "progress")
         self.runner.rebuild(name, progress)
 

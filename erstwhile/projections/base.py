@@ -149,11 +149,12 @@ class Projection(ABC):
 
 @contextmanager
 def refused_folds(after: int) -> Iterator[None]:
-    """:func:`translated_errors` for a catch-up's batch, saying what a constraint the
-    fold broke means: the projections hold one row per memory and version, and the
-    events of a log the ledger wrote fold into them without a clash, so a clash says
-    the log was changed behind the ledger's back (an event moved to another position,
-    say), which the opening would otherwise report as the database's own complaint."""
+    """Translate a catch-up batch's driver errors, saying what a broken constraint means.
+
+    The projections hold one row per memory and version, and the events of a log the
+    ledger wrote fold into them without a clash, so a clash says the log was changed
+    behind the ledger's back (an event moved to another position, say), which the
+    opening would otherwise report as the database's own complaint."""
     try:
         with translated_errors():
             yield
@@ -168,12 +169,13 @@ def refused_folds(after: int) -> Iterator[None]:
 
 
 def refuse_a_cut_log(tracked: dict[str, int], head: int, outcome: str) -> None:
-    """Raise ``StoreUnavailable`` when projections applied the log further than it now
-    reaches: projections apply the log only, so it lost events from its end behind the
-    ledger's back. ``outcome`` says what became of the command."""
+    """Raise :class:`CutLog` when projections applied the log further than it reaches.
+
+    Projections apply the log only, so it lost events from its end behind the ledger's
+    back. ``outcome`` says what became of the command."""
     folded = max(tracked.values(), default=0)
     if folded > head:
-        raise StoreUnavailable(
+        raise CutLog(
             f"the log ends at position {head}, but the projections applied it up to "
             f"{folded}: events were removed from its end (verify says so); {outcome}"
         )
@@ -233,7 +235,9 @@ class ProjectionRunner:
                 projection.create(WithoutIndexes(sql, built))
                 if known is None:
                     self._record_version(sql, projection)
-        if changed:
+        if changed and not self._cut():
+            # A cut log is left to verify to report: rebuilding would hide the cut, and
+            # refusing the opening would refuse verify and export with it.
             self._rebuild(changed, None, at_setup=True)
         # Only now does every table exist: a new version may have added one.
         self.backend.guard_reads(self._tables(self.projections))
@@ -572,7 +576,7 @@ class ProjectionRunner:
                     # The swapped-in rows are new to the planner's statistics.
                     self.backend.analyze()
                     return
-                except LostClaim:
+                except (LostClaim, CutLog):
                     raise
                 except StoreUnavailable:
                     if attempt == SWAP_ATTEMPTS - 1:
@@ -589,6 +593,12 @@ class ProjectionRunner:
                     self._drop_build(sql, builder)
                     self._drop_claim(sql)
             raise
+
+    def _cut(self) -> bool:
+        """Tell whether the log lost events from its end (see :func:`refuse_a_cut_log`)."""
+        with translated_errors(), self.backend.read() as sql:
+            head = self.log.tip(sql).position
+            return max(self.tracked_positions(sql).values(), default=0) > head
 
     def _refuse_to_hide_a_cut(self, sql: Sql) -> None:
         """Refuse a rebuild of a log that lost events from its end: the projections'
@@ -629,7 +639,7 @@ class ProjectionRunner:
             time.sleep(CLAIM_POLL_SECONDS)
 
     def _settled(self, sql: Sql, recorded: dict[str, int], projections: list[Projection]) -> bool:
-        """Whether every one of ``projections`` is at its version, with all its tables."""
+        """Tell whether every one of ``projections`` is at its version with all its tables."""
         tables = self._tables(projections)
         return all(recorded.get(p.name) == p.version for p in projections) and len(
             self.backend.existing_tables(sql, tables)
@@ -853,3 +863,8 @@ def _zombie(pid: int) -> bool:
 
 class LostClaim(StoreUnavailable):
     """A rebuild that stalled past its claim found another build had taken over."""
+
+
+class CutLog(StoreUnavailable):
+    """The log lost events from its end: the projections applied it further than it
+    reaches (see :func:`refuse_a_cut_log`). Trying again changes nothing."""

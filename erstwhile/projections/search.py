@@ -66,6 +66,10 @@ WORD_CHARS = 500
 """The longest word the indexes hold (a longer one is cut there, in documents and
 questions alike): PostgreSQL indexes no lexeme over 2,047 bytes, which 500 characters of
 UTF-8 never reach, and SQLite is held to the same so that both find the same."""
+TOKENIZER = "porter ascii"
+"""SQLite: the FTS5 tokenizer of both indexes, which are given words already split and
+folded (see :func:`indexed_text`): ``ascii`` splits them at the spaces alone (it takes
+every other character but an ASCII one for part of a word), ``porter`` stems them."""
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 UPKEEP = "memory_search_upkeep"
 PENDING = "memory_search_pending"
@@ -132,8 +136,9 @@ removals cross the budget."""
 
 def without_accents(text: str) -> str:
     """Return ``text`` decomposed (NFKD) without its diacritics (``café`` -> ``cafe``,
-    ``Việt`` -> ``Viet``); a mark that is part of its letter (a Devanagari vowel sign)
-    stays."""
+    ``Việt`` -> ``Viet``): every mark of a non-zero combining class goes (an Indic
+    virama or nukta with the accents), those of class 0 (a Devanagari vowel sign) stay.
+    Documents and questions lose the same marks."""
     if text.isascii():
         return text
     decomposed = unicodedata.normalize("NFKD", text)
@@ -178,7 +183,7 @@ def leading_marks(text: str) -> int:
 
 
 def folded(word: str) -> list[str]:
-    """A word as the indexes hold it: case-folded, without accents, and at most
+    """Return a word as the indexes hold it: case-folded, without accents, at most
     :data:`WORD_CHARS` long; folding may make several words of it (U+FDFA is a phrase
     of four)."""
     return [piece[:WORD_CHARS] for piece in words(without_accents(word.casefold()))]
@@ -472,7 +477,7 @@ class SearchProjection(Projection):
         for table in (FULL, LIVE):
             sql.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
-                "body, tokenize = 'porter ascii')"
+                f"body, tokenize = '{TOKENIZER}')"
             )
         sql.execute(f"INSERT INTO {LIVE} ({LIVE}, rank) VALUES ('automerge', ?)", (LIVE_AUTOMERGE,))
         sql.execute(

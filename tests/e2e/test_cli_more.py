@@ -177,11 +177,14 @@ def test_an_export_that_fails_half_way_leaves_its_file_as_it_was(move: Move) -> 
 
 
 def test_a_dash_writes_the_export_and_the_svg_to_stdout(move: Move) -> None:
-    plain, dashed, svg, both = move.run_all(
+    """``-`` is stdout; and a path that is no file (``/dev/stdout``, a pipe) is written
+    as it is, not replaced by a file written beside it."""
+    plain, dashed, svg, both, device = move.run_all(
         ["export"], ["export", "--output", "-"], ["timeline", "team", "--svg", "-"],
-        ["--json", "timeline", "team", "--svg", "-"],
+        ["--json", "timeline", "team", "--svg", "-"], ["export", "--output", "/dev/stdout"],
     )  # fmt: skip
     assert dashed.code == 0 and dashed.stdout == plain.stdout and plain.stdout.count("\n") == 7
+    assert device.code == 0 and device.stdout.startswith(plain.stdout), device
     assert svg.code == 0 and svg.stdout.startswith("<?xml") and "</svg>" in svg.stdout
     assert failed_cleanly(both, 2) and "leave out --json" in both.stderr
     assert not (move.cwd / "-").exists()

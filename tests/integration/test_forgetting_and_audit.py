@@ -40,7 +40,7 @@ from erstwhile.eventstore import log as log_module
 from erstwhile.eventstore.log import EVENTS_PER_INSERT, EventLog
 from erstwhile.ledger import writes
 from erstwhile.ledger.audit import IMPORT_BATCH
-from erstwhile.projections import search
+from erstwhile.projections import MemoriesProjection, search
 from erstwhile.projections.base import ProjectionRunner
 from tests.conftest import ManualClock, OpenLedger, event_count
 
@@ -1161,6 +1161,28 @@ def test_a_rebuild_refuses_a_log_that_lost_its_end(store_url: str, clock: Manual
         assert [f.content for f in before[2]] == ["The team uses Supabase"]
 
 
+def test_an_opening_that_would_rebuild_a_cut_log_opens_without_rebuilding(
+    store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new projection version rebuilds at the opening, but not a log cut at its end:
+    the opening goes on without it (refusing it would refuse verify and export too),
+    verify still finds the cut, and a rebuild asked for is refused."""
+    with Ledger.open(store_url, actor="a", clock=clock) as ledger:
+        ledger.remember("The team uses Supabase", subject="team", attribute="database")
+        ledger.remember("The office is in Lisbon", subject="office", attribute="city")
+        head = ledger.head()
+    tamper(store_url, f"DELETE FROM erstwhile_events WHERE position = {head}")
+    monkeypatch.setattr(MemoriesProjection, "version", MemoriesProjection.version + 1)
+    with Ledger.open(store_url, actor="a", clock=clock) as ledger:
+        report = ledger.verify()
+        assert (report.ok, report.first_break) == (False, head)
+        assert ledger.runner.versions()["memories"] == MemoriesProjection.version - 1
+        with pytest.raises(StoreUnavailable, match=r"removed from its end.* nothing was "
+                           r"rebuilt"):  # fmt: skip
+            ledger.rebuild()
+        assert ledger.export(io.BytesIO()) == head - 1  # what the log still holds
+
+
 def test_an_event_moved_behind_the_ledgers_back_is_named_when_the_fold_meets_it(
     store_url: str, clock: ManualClock
 ) -> None:
@@ -1945,6 +1967,18 @@ def test_verify_with_a_master_key_that_is_not_the_stores_says_so(
     set_key(ledger, second.id, os.urandom(60))  # no longer unwraps
     report = ledger.verify()
     assert (report.ok, report.first_break) == (False, ledger.history(second.id).memory.position)
+    assert first.position < report.first_break
+
+
+def test_verify_finds_a_plain_key_emptied_behind_the_ledgers_back(ledger: Ledger) -> None:
+    """No master key, no wrapped key: a plain key changed to no bytes at all is a break
+    at its memory (it once stood for a key the master key did not unwrap, and verify
+    then blamed a master key the store does not have)."""
+    first, second = (ledger.remember(f"Claim {n}", subject=f"s{n}") for n in range(2))
+    set_key(ledger, second.id, b"")
+    report = ledger.verify()
+    assert (report.ok, report.first_break) == (False, ledger.history(second.id).memory.position)
+    assert report.reason is not None and "does not open its sealed content" in report.reason
     assert first.position < report.first_break
 
 

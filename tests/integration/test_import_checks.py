@@ -298,6 +298,9 @@ CASES: dict[str, Case] = {
         "must be later than"),
     "a claim remember refuses": lambda s: (
         appended(s, fresh_claim(s, confidence=7)), END, "confidence"),
+    "data as pairs, not an object": lambda s: (
+        appended(s, fresh_claim(s) | {"data": list(fresh_claim(s)["data"].items())}), END,
+        "data must be a JSON object"),
     "a reason longer than the commands take": lambda s: (
         appended(s, event("Archived", s.ids["aws"], 2, reason="r" * 4097)), END,
         "reason is longer than 4096 characters"),

@@ -413,13 +413,18 @@ def test_a_search_index_built_by_older_code_is_built_again_at_open(
     content = unicodedata.normalize(
         "NFD", "Erstwhile™ notes: йогурт for Herr Müller, ẹ̀kọ́, Shipped🙂 पानी"
     )
+    sqlite = store_url.startswith("sqlite")
     with monkeypatch.context() as older:
-        older.setattr(search, "indexed_text", indexed_by_older_code(store_url.startswith("sqlite")))
+        older.setattr(search, "indexed_text", indexed_by_older_code(sqlite))
+        older.setattr(search, "TOKENIZER", "porter unicode61")
         older.setattr(SearchProjection, "version", SearchProjection.version - 1)
         ledger = open_ledger(namespace="acme")
         memory = ledger.remember(content, subject="notes")
         missed = [q for q in questions if [h.memory.id for h in ledger.search(q)] != [memory.id]]
-        assert missed  # what the older index could not find
+        # What the older index could not find: a word beside an emoji, which SQLite's
+        # own tokenizer kept as one, and a Cyrillic accent it kept; a Devanagari word,
+        # which PostgreSQL's folding cut at its vowel signs.
+        assert missed == (["йогурт", "shipped"] if sqlite else ["पानी"]), missed
         ledger.close()
     reopened = open_ledger(namespace="acme")
     assert reopened.runner.versions()["search"] == SearchProjection.version
