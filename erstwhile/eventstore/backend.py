@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from eventsourcing.persistence import (
     ConnectionPoolClosedError,
@@ -56,6 +56,27 @@ class Sql(Protocol):
         """Whether a read of this statement and these parameters was sent ahead
         (:meth:`prefetch`) and its answer not taken yet: its ``execute`` would answer
         with what was read then, not now. Always False where nothing is sent ahead."""
+
+
+class CursorSql:
+    """The fetching half of a :class:`Sql` straight over a DB-API cursor, whose every
+    statement goes as it is executed (none is sent ahead): the base of SQLite's, and of
+    PostgreSQL's for a statement run alone, which each execute in their own way."""
+
+    def __init__(self, cursor: Any) -> None:
+        self.raw = cursor
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return cast(list[Any], self.raw.fetchall())
+
+    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
+        """Nothing to send ahead: a statement goes when it is executed."""
+
+    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
+        return False
 
 
 class PassingSql:

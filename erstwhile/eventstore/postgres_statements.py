@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 from psycopg import Connection, Cursor
 from psycopg.rows import DictRow
 
-from erstwhile.eventstore.backend import Sql
+from erstwhile.eventstore.backend import CursorSql, Sql
 from erstwhile.eventstore.json_rows import json_arrays
 
 PLAIN_INSERT = re.compile(
@@ -54,30 +54,17 @@ COLUMN_TYPES = (
 longer value short, where the column itself refuses it)."""
 
 
-class SoloSql:
+class SoloSql(CursorSql):
     """:class:`Sql` over a psycopg cursor outside pipeline mode, for one statement that
     runs alone in its own implicit transaction (see :meth:`PostgresBackend.one_statement`)."""
 
-    def __init__(self, cursor: Cursor[DictRow]) -> None:
-        self.raw = cursor
+    raw: Cursor[DictRow]
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
         self.raw.execute(PostgresSql._convert(statement), params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         self.raw.executemany(PostgresSql._convert(statement), rows)
-
-    def fetchone(self) -> Any:
-        return self.raw.fetchone()
-
-    def fetchall(self) -> list[Any]:
-        return self.raw.fetchall()
-
-    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
-        """Nothing to send ahead: the statement goes when it is executed."""
-
-    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
-        return False
 
 
 class PostgresSql:

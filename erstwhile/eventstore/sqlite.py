@@ -27,7 +27,7 @@ from eventsourcing.sqlite import (
 )
 
 from erstwhile.domain.errors import StoreUnavailable
-from erstwhile.eventstore.backend import Backend, Sql, real_path
+from erstwhile.eventstore.backend import Backend, CursorSql, Sql, real_path
 from erstwhile.eventstore.records import EVENT_COLUMNS, RecordedEvent
 
 BUSY_TIMEOUT_SECONDS = 30
@@ -219,29 +219,16 @@ class LedgerSQLiteRecorder(SQLiteApplicationRecorder):
         cursor.executemany(self.insert_events_statement, [e.as_row(e.memory_key) for e in events])
 
 
-class SQLiteSql:
+class SQLiteSql(CursorSql):
     """:class:`Sql` over a sqlite3 cursor (which already speaks ``?``)."""
 
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
-        self.raw = cursor
+    raw: sqlite3.Cursor
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
         self.raw.execute(statement, params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         self.raw.executemany(statement, rows)
-
-    def fetchone(self) -> Any:
-        return self.raw.fetchone()
-
-    def fetchall(self) -> list[Any]:
-        return self.raw.fetchall()
-
-    def prefetch(self, statement: str, params: Sequence[Any] = ()) -> None:
-        """Nothing: a read costs no round trip here."""
-
-    def sent_ahead(self, statement: str, params: Sequence[Any] = ()) -> bool:
-        return False
 
 
 # SQLite has no UUID type: UUIDs are stored as their canonical text. (An adapter, not a
