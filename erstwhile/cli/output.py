@@ -163,10 +163,27 @@ def show_instant(instant: datetime | None) -> str:
 
 
 def show_value(value: Any) -> str:
-    """Format a claim's value: text as it is, anything else as JSON."""
+    """Format a claim's value: text as it is, anything else as JSON.
+
+    Text that would read as another value (``"0"``, ``"null"``, ``"[1]"``) or as none (a
+    blank one) is shown as JSON too, quoted: shown as it is, the text ``null`` and no
+    value, or ``"0"`` and ``0``, looked alike (``--json`` always told them apart)."""
     if value is None:
         return ""
-    return value if isinstance(value, str) else orjson.dumps(value).decode()
+    if isinstance(value, str) and not _reads_as_another_value(value):
+        return value
+    return orjson.dumps(value).decode()
+
+
+def _reads_as_another_value(text: str) -> bool:
+    """Tell whether ``text``, shown as it is, would read as another value or as none."""
+    if not text.strip():
+        return True
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def show_window(memory: Memory) -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from erstwhile import Ledger, NotFound, StoreUnavailable
 from erstwhile.cli import output
 from erstwhile.cli.app import error_message, fail
-from erstwhile.cli.output import conflict_table, event_table, proposal_table
+from erstwhile.cli.output import conflict_table, event_table, proposal_table, show_value
 from erstwhile.cli.params import parse_time
 from erstwhile.domain.views import LoggedEvent, Proposal
 from erstwhile.ledger.core import mask_password
@@ -145,3 +145,26 @@ def test_an_error_shows_its_notes_on_its_one_line(capsys: pytest.CaptureFixture[
         fail(error_message(lost), 1)
     assert exited.value.code == 1
     assert capsys.readouterr().err.splitlines() == [f"error: {error_message(lost)}"]
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (None, ""),
+        ("Supabase", "Supabase"),
+        ("two words", "two words"),
+        (0, "0"),
+        ("0", '"0"'),
+        ("null", '"null"'),
+        ("", '""'),
+        (" ", '" "'),
+        ("[1]", '"[1]"'),
+        ("2.1", '"2.1"'),
+        ({"region": "eu"}, '{"region":"eu"}'),
+        (True, "true"),
+    ],
+)
+def test_a_value_is_shown_so_that_no_two_values_look_alike(value: object, shown: str) -> None:
+    """Text is shown as it is unless it would read as another value or as none: the
+    text ``null`` and no value, or ``"0"`` and ``0``, looked alike in tables."""
+    assert show_value(value) == shown
