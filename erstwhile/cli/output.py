@@ -122,13 +122,14 @@ class FittedTable(Table):
             yield Text.from_markup(str(self.caption), style="table.caption")
 
 
-def print_json(payload: Any) -> None:
-    """Print JSON, indented, on stdout."""
+def print_json(payload: Any, *, stderr: bool = False) -> None:
+    """Print JSON, indented, on stdout (or on stderr)."""
+    stream = sys.stderr if stderr else sys.stdout
     # UTF-8 whatever the terminal's encoding (JSON is UTF-8), after any text before it.
     with writing_stdout():
-        sys.stdout.flush()
-        sys.stdout.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
-        sys.stdout.buffer.flush()
+        stream.flush()
+        stream.buffer.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
+        stream.buffer.flush()
 
 
 def dump(models: BaseModel | Sequence[BaseModel]) -> Any:

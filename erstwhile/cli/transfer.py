@@ -55,10 +55,15 @@ def export(
         refuse_store_files(ledger, output)
         with replacing(output) as file, counter("Exporting", None) as progress:
             written = ledger.export(file, all_namespaces=all_namespaces, progress=progress)
+    # Written to a device or a pipe (/dev/stdout, say), the export may be what stdout
+    # carries: the summary goes to stderr then, not into the middle of the lines.
+    beside = not output.is_file()
     if settings(ctx).json:
-        print_json({"exported": written, "output": str(output)})
+        print_json({"exported": written, "output": str(output)}, stderr=beside)
     else:
-        console.print(f"Exported {written} events to {output}.", highlight=False, markup=False)
+        (errors if beside else console).print(
+            f"Exported {written} events to {output}.", highlight=False, markup=False
+        )
 
 
 def import_(

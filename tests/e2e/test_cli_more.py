@@ -184,7 +184,9 @@ def test_a_dash_writes_the_export_and_the_svg_to_stdout(move: Move) -> None:
         ["--json", "timeline", "team", "--svg", "-"], ["export", "--output", "/dev/stdout"],
     )  # fmt: skip
     assert dashed.code == 0 and dashed.stdout == plain.stdout and plain.stdout.count("\n") == 7
-    assert device.code == 0 and device.stdout.startswith(plain.stdout), device
+    # The summary goes to stderr then, not into the lines.
+    assert device.code == 0 and device.stdout == plain.stdout, device
+    assert device.stderr == "Exported 7 events to /dev/stdout.\n"
     assert svg.code == 0 and svg.stdout.startswith("<?xml") and "</svg>" in svg.stdout
     assert failed_cleanly(both, 2) and "leave out --json" in both.stderr
     assert not (move.cwd / "-").exists()
