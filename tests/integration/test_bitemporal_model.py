@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import secrets
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -388,9 +388,9 @@ def run_machine(url_factory: Callable[[], str], examples: int) -> None:
     )
 
 
-def test_sqlite_ledger_matches_the_oracle() -> None:
-    folder = tempfile.mkdtemp(prefix="erstwhile-model-")
-    run_machine(lambda: f"sqlite:///{folder}/{secrets.token_hex(6)}.db", EXAMPLES)
+def test_sqlite_ledger_matches_the_oracle(tmp_path: Path) -> None:
+    # In pytest's own folder, which it prunes: a folder of its own stayed after each run.
+    run_machine(lambda: f"sqlite:///{tmp_path}/{secrets.token_hex(6)}.db", EXAMPLES)
 
 
 @pytest.mark.postgres
