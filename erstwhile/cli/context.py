@@ -108,14 +108,11 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
     its mode (a new one gets the umask's), and a link is followed to the file it names.
     Anything else (``/dev/stdout``, a pipe, a process substitution) is written as it is,
     and so is a file whose folder takes no new file."""
-    if output.exists() and not output.is_file():  # stat follows links, as open() does
-        with output.open("wb") as file:
-            yield file
-        return
-    target = real_path(output)
-    try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    except PermissionError:
+    target, temporary = real_path(output), None
+    if not output.exists() or output.is_file():  # stat follows links, as open() does
+        with suppress(PermissionError):
+            handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    if temporary is None:
         with output.open("wb") as file:
             yield file
         return

@@ -52,14 +52,9 @@ class Audit(LedgerCore):
         checked, first_break, reason = self.log.verify(keys=self.keys_prove_forgets)
         if first_break is None:
             with translated_errors(), self.log.backend.read() as sql:
-                folded = max(self.runner.tracked_positions(sql).values(), default=0)
-                head = self.log.tip(sql).position
-            if folded > head:
-                first_break = head + 1
-                reason = (
-                    f"the log ends at position {head}, but the projections applied it up "
-                    f"to {folded}: events were removed from its end"
-                )
+                cut = self.runner.log_cut(sql)
+            if cut is not None:
+                first_break, reason = cut.head + 1, str(cut)
         return VerifyReport(ok=first_break is None, checked=checked, first_break=first_break,
                             reason=reason)  # fmt: skip
 

@@ -168,17 +168,31 @@ def refused_folds(after: int) -> Iterator[None]:
         ) from error.__cause__
 
 
-def refuse_a_cut_log(tracked: dict[str, int], head: int, outcome: str) -> None:
-    """Raise :class:`CutLog` when projections applied the log further than it reaches.
+class LogCut(NamedTuple):
+    """Where a log ends, and how much further projections applied it: projections apply
+    the log only, so it lost events from its end behind the ledger's back."""
 
-    Projections apply the log only, so it lost events from its end behind the ledger's
-    back. ``outcome`` says what became of the command."""
-    folded = max(tracked.values(), default=0)
-    if folded > head:
-        raise CutLog(
-            f"the log ends at position {head}, but the projections applied it up to "
-            f"{folded}: events were removed from its end (verify says so); {outcome}"
+    head: int
+    folded: int
+
+    @classmethod
+    def of(cls, tracked: dict[str, int], head: int) -> LogCut | None:
+        """Return the cut the projections' ``tracked`` positions show, or None."""
+        folded = max(tracked.values(), default=0)
+        return cls(head, folded) if folded > head else None
+
+    def __str__(self) -> str:
+        return (
+            f"the log ends at position {self.head}, but the projections applied it up to "
+            f"{self.folded}: events were removed from its end"
         )
+
+
+def refuse_a_cut_log(cut: LogCut | None, outcome: str) -> None:
+    """Raise :class:`CutLog` for a ``cut`` log; ``outcome`` says what became of the
+    command."""
+    if cut is not None:
+        raise CutLog(f"{cut} (verify says so); {outcome}")
 
 
 class ProjectionRunner:
@@ -381,7 +395,7 @@ class ProjectionRunner:
         had already applied the log up to ``previous_head``: a lagging projection is left
         to the catch-up after the commit, keeping appends short."""
         tracked = self.tracked_positions(sql)
-        refuse_a_cut_log(tracked, previous_head, "nothing was stored")
+        refuse_a_cut_log(LogCut.of(tracked, previous_head), "nothing was stored")
         if min(tracked.values(), default=0) < previous_head:
             return False
         self._fold(sql, appended, tracked)
@@ -594,21 +608,25 @@ class ProjectionRunner:
                     self._drop_claim(sql)
             raise
 
+    def log_cut(self, sql: Sql) -> LogCut | None:
+        """Return where the log lost events from its end, as the projections' positions
+        show it in ``sql``'s snapshot, or None."""
+        return LogCut.of(self.tracked_positions(sql), self.log.tip(sql).position)
+
     def _cut(self) -> bool:
-        """Tell whether the log lost events from its end (see :func:`refuse_a_cut_log`)."""
+        """Tell whether the log lost events from its end (see :meth:`log_cut`)."""
         with translated_errors(), self.backend.read() as sql:
-            head = self.log.tip(sql).position
-            return max(self.tracked_positions(sql).values(), default=0) > head
+            return self.log_cut(sql) is not None
 
     def _refuse_to_hide_a_cut(self, sql: Sql) -> None:
         """Refuse a rebuild of a log that lost events from its end: the projections'
         positions are the only trace of them (``verify`` reports it from them), and the
         rebuilt projections would know only the shorter log."""
         refuse_a_cut_log(
-            self.tracked_positions(sql), self.log.tip(sql).position,
+            self.log_cut(sql),
             "a rebuild would erase that trace, so nothing was rebuilt (restore the log "
             "from an export into an empty store)",
-        )  # fmt: skip
+        )
 
     def _claim(self, changed: list[Projection] | None) -> int | None:
         """Take the claim to rebuild; return its token (None: nothing left to do).
