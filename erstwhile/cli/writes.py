@@ -36,7 +36,7 @@ from erstwhile.cli.params import (
 )
 from erstwhile.domain.time import Window
 from erstwhile.domain.writes import WritePlan
-from erstwhile.ledger import Policy
+from erstwhile.ledger import Ledger, Policy
 
 Content = Annotated[
     str, typer.Argument(metavar="CONTENT", help="The claim in words.", show_default=False)
@@ -145,11 +145,21 @@ def forget(
     """Forget a memory: it leaves every read at once; the log keeps the proof."""
     with open_ledger(ctx) as ledger:
         ledger.forget(memory_id, hard=hard, reason=reason)
+        erased = hard or _erased(ledger, memory_id)
     forgotten = str(UUID(memory_id))  # the ledger accepted it, so it parses
     if settings(ctx).json:
-        print_json({"forgotten": forgotten, "hard": hard})
+        print_json({"forgotten": forgotten, "hard": erased})
     else:
-        console.print(f"Forgot {forgotten}" + (" (hard: content erased)." if hard else "."))
+        console.print(f"Forgot {forgotten}" + (" (hard: content erased)." if erased else "."))
+
+
+def _erased(ledger: Ledger, memory_id: str) -> bool:
+    """Say whether the memory was hard-forgotten before: a soft forget of it is a no-op,
+    and the output says what the memory is, not what was asked."""
+    return any(
+        event.type == "Forgotten" and (event.data or {}).get("hard") is True
+        for event in ledger.events(memory_id=memory_id)
+    )
 
 
 COMMANDS = (remember, revise, archive, forget)

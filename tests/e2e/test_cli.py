@@ -295,6 +295,19 @@ def test_archive_and_forget_and_json_values(tmp_path: Path) -> None:
     assert again.code == 0 and again.stdout.startswith(f"Forgot {second}")
 
 
+def test_a_soft_forget_of_an_erased_memory_says_it_is_erased(tmp_path: Path) -> None:
+    (made,) = run_all(tmp_path, ["--json", "remember", "A secret", "--subject", "s"])
+    memory_id = made.json()["id"]
+    hard = run(tmp_path, "--json", "forget", memory_id, "--hard")
+    soft, text = (
+        run(tmp_path, *args) for args in (["--json", "forget", memory_id], ["forget", memory_id])
+    )
+    assert hard.json() == soft.json() == {"forgotten": memory_id, "hard": True}
+    assert text.stdout.startswith(f"Forgot {memory_id} (hard: content erased).")
+    log = run(tmp_path, "--json", "audit", "log", "--memory", memory_id)
+    assert [e["type"] for e in log.json()] == ["Asserted", "Forgotten"]  # the no-ops append none
+
+
 def test_projections_status_and_rebuild(story: Story) -> None:
     status, unknown = story.run_all(
         ["--json", "projections", "status"],
