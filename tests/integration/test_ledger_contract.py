@@ -112,6 +112,21 @@ def test_revise_copies_unset_structured_fields(ledger: Ledger) -> None:
     )  # fmt: skip
 
 
+def test_revise_does_not_copy_the_window_end(ledger: Ledger) -> None:
+    old = ledger.remember(
+        "The contract's price is 100", subject="contract", attribute="price", value=100,
+        valid_from=MAR, valid_until="2026-12-31T00:00:00Z",
+    )  # fmt: skip
+    open_ended = ledger.revise(old.id, "The price is 120", value=120, at=JUL)
+    assert (open_ended.valid_from, open_ended.valid_until) == (JUL_DT, None)
+    assert ledger.get(old.id).valid_until == JUL_DT
+    kept = ledger.revise(
+        open_ended.id, "The price is 130", value=130, at="2026-09-01T00:00:00Z",
+        valid_until="2026-12-31T00:00:00Z",
+    )  # fmt: skip
+    assert kept.valid_until == datetime(2026, 12, 31, tzinfo=UTC)
+
+
 def test_revise_without_at_supersedes_at_the_recording_instant(
     ledger: Ledger, clock: ManualClock
 ) -> None:
