@@ -48,6 +48,12 @@ class SupersessionRefused(ErstwhileError):
     def __init__(self, reason: RefusalReason, message: str) -> None:
         super().__init__(f"supersession refused ({reason}): {message}")
         self.reason: RefusalReason = reason
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[SupersessionRefused], tuple[str, str], dict[str, object]]:
+        """Rebuild from the reason and the message, as pickle and copy do: the text alone
+        (``args``) would not, so a process pool lost the error (and its worker)."""
+        return type(self), (self.reason, self.message), self.__dict__
 
 
 class ConcurrencyConflict(ErstwhileError):

@@ -479,6 +479,13 @@ class Memory(BaseModel):
     vector_clock: dict[str, int] = Field(default_factory=dict)
     forgotten_at: datetime | None = None
 
+    def __hash__(self) -> int:
+        """Hash by id, so memories go in sets and key dicts: pydantic's frozen hash
+        covers every field, and the lists and dicts among them cannot be hashed. Equal
+        memories share their id; two reads of one memory that differ (its state before
+        and after an archive) are unequal and both stay in a set."""
+        return hash(self.id)
+
     @property
     def window(self) -> Window:
         """The valid-time window of this memory."""

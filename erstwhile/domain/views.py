@@ -20,6 +20,10 @@ class History(BaseModel):
     superseded_by: Memory | None = None
     supersedes: list[Memory] = Field(default_factory=list)
 
+    def __hash__(self) -> int:
+        """Hash by the memory's id (see :meth:`Memory.__hash__`)."""
+        return hash(self.memory.id)
+
 
 class Hit(BaseModel):
     """One search result: the memory, its relevance, and its tier.
@@ -37,6 +41,10 @@ class Hit(BaseModel):
     score: float
     tier: Literal["current", "historical"]
 
+    def __hash__(self) -> int:
+        """Hash by the memory's id (see :meth:`Memory.__hash__`)."""
+        return hash(self.memory.id)
+
 
 class LoggedEvent(BaseModel):
     """One stored event as an auditor sees it; ``data`` is None where content was erased."""
@@ -50,6 +58,10 @@ class LoggedEvent(BaseModel):
     actor: str
     namespace: str
     data: dict[str, Any] | None
+
+    def __hash__(self) -> int:
+        """Hash by log position, which names one event (its data may be a dict)."""
+        return hash(self.position)
 
 
 class Rectangle(BaseModel):
@@ -73,6 +85,11 @@ class Rectangle(BaseModel):
     valid_until: datetime | None
     recorded_from: datetime
     recorded_until: datetime | None
+
+    def __hash__(self) -> int:
+        """Hash by memory and corner, which name one rectangle (its value may be a list
+        or a dict)."""
+        return hash((self.memory_id, self.valid_from, self.recorded_from))
 
 
 class ProjectionStatus(BaseModel):
@@ -129,3 +146,7 @@ class Conflict(BaseModel):
     members: list[Memory]
     highest_confidence: Memory
     resolution: Literal["by_confidence", "by_recency", "unresolved"]
+
+    def __hash__(self) -> int:
+        """Hash by the members' ids (see :meth:`Memory.__hash__`)."""
+        return hash(tuple(member.id for member in self.members))

@@ -112,6 +112,30 @@ def test_revise_copies_unset_structured_fields(ledger: Ledger) -> None:
     )  # fmt: skip
 
 
+def test_results_go_in_sets_and_key_dicts(ledger: Ledger) -> None:
+    """Memories hash by id, so a value that is a list or a dict does not stop them."""
+    older = ledger.remember(
+        "The team uses MySQL", subject="team", attribute="database", value={"name": "MySQL"},
+        valid_from=MAR, confidence=0.9,
+    )  # fmt: skip
+    newer = ledger.remember(
+        "The team uses Postgres", subject="team", attribute="database", value=["Postgres"],
+        valid_from=MAR, confidence=0.8,
+    )  # fmt: skip
+    assert {older, ledger.get(older.id), newer} == {older, newer}
+    assert {memory.id: memory for memory in ledger.facts("team", "database")} == {
+        older.id: older, newer.id: newer,
+    }  # fmt: skip
+    results = [
+        ledger.search("team database"), ledger.timeline("team"), list(ledger.events()),
+        ledger.conflicts(), [ledger.history(older.id)],
+    ]  # fmt: skip
+    for listed in results:
+        assert listed and len(set(listed)) == len(listed)
+    archived = ledger.archive(older.id)
+    assert len({older, archived}) == 2  # one memory read before and after: unequal
+
+
 def test_revise_does_not_copy_the_window_end(ledger: Ledger) -> None:
     old = ledger.remember(
         "The contract's price is 100", subject="contract", attribute="price", value=100,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pydantic
 
 import erstwhile
@@ -34,3 +37,16 @@ def test_models_are_frozen_pydantic_models() -> None:
 def test_every_error_has_one_root() -> None:
     for name in ERRORS:
         assert issubclass(getattr(erstwhile, name), erstwhile.ErstwhileError)
+
+
+def test_every_error_survives_pickle_and_copy() -> None:
+    """A worker of a process pool hands its error over pickled."""
+    errors = [getattr(erstwhile, name)("said") for name in ERRORS if name != "SupersessionRefused"]
+    errors.append(erstwhile.SupersessionRefused("event_kind", "an event cannot be superseded"))
+    for error in errors:
+        error.add_note("noted")
+        for passed in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+            assert (type(passed), str(passed), passed.__notes__) == (
+                type(error), str(error), ["noted"],
+            )  # fmt: skip
+            assert getattr(passed, "reason", None) == getattr(error, "reason", None)
