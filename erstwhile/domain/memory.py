@@ -368,7 +368,9 @@ class MemoryDraft(BaseModel):
     @classmethod
     def _confidence(cls, confidence: Any) -> float:
         if isinstance(confidence, bool) or not isinstance(confidence, int | float):
-            raise ValueError(f"confidence must be a number between 0 and 1, got {confidence!r}")
+            raise ValueError(
+                f"confidence must be a float or an int between 0 and 1, got {brief(confidence)}"
+            )
         # An int is compared as it is: a huge one does not convert to a float.
         if (isinstance(confidence, float) and not math.isfinite(confidence)) or not (
             0 <= confidence <= 1

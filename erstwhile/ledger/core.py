@@ -108,6 +108,7 @@ class LedgerCore:
         self._clock = clock
         self.sync_projections = sync_projections
         self._folded = False
+        self._closed = False
         projections = core_projections(log.backend.dialect)
         self.runner = ProjectionRunner(log, projections)
         self.memories_projection = next(p for p in projections if isinstance(p, MemoriesProjection))
@@ -156,9 +157,13 @@ class LedgerCore:
 
     def close(self) -> None:
         """Release the store's connections."""
+        self._closed = True
         self.log.backend.close()
 
     def __enter__(self) -> Self:
+        """Refuse a closed ledger at the ``with``, not at its first call inside."""
+        if self._closed:
+            raise StoreUnavailable("the ledger was closed; open it again")
         return self
 
     def __exit__(
@@ -187,7 +192,9 @@ class LedgerCore:
         the live tables, which readers go on reading until the swap. ``proposals`` reads
         ``memories`` and ``memory_versions``: naming either rebuilds it too. One rebuild
         runs at a time: while another process's runs, ``StoreUnavailable``; so too for a
-        log that lost events from its end, which the rebuilt projections would hide."""
+        log that lost events from its end, which the rebuilt projections would hide.
+        ``progress``, when given, is called as ``progress(projection_name,
+        position_reached, head)`` as each build goes."""
         callback(progress, "progress")
         self.runner.rebuild(name, progress)
 

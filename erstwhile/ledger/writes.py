@@ -109,6 +109,11 @@ class WriteCommands(LedgerCore):
         that item's retry (one memory, returned for both), as it would be in two calls;
         with another payload it is refused with ``IdempotencyMismatch``.
         """
+        if isinstance(items, Mapping | str | bytes):  # one item, or text: not a list of items
+            raise ValidationError(
+                f"remember_many takes a list of mappings (one per memory), got one "
+                f"{type(items).__name__}: for one memory, pass [item] or call remember"
+            )
         try:
             items = list(items)
         except TypeError:

@@ -116,6 +116,8 @@ BAD_COMMANDS: list[tuple[str, Command, type[Exception], str]] = [
     ("idempotency key with a surrogate", lambda ledger, mine, theirs: ledger.remember("x", idempotency_key="\ud800"), ValidationError, "surrogate"),
     ("a batch item that is not a mapping", lambda ledger, mine, theirs: ledger.remember_many([{"content": "ok"}, "x"]), ValidationError, "item 1"),
     ("a batch that is not a list", lambda ledger, mine, theirs: ledger.remember_many(None), ValidationError, "list of mappings"),
+    ("a batch that is one item", lambda ledger, mine, theirs: ledger.remember_many({"content": "x"}), ValidationError, "got one dict: for one memory, pass \\[item\\]"),
+    ("a batch that is text", lambda ledger, mine, theirs: ledger.remember_many("x"), ValidationError, "got one str"),
     ("as_of beyond the calendar in UTC", lambda ledger, mine, theirs: ledger.facts("team", as_of="0001-01-01T00:00:00+01:00"), ValidationError, "years 1 to 9999"),
     ("facts attribute not text", lambda ledger, mine, theirs: ledger.facts("team", attribute=5), ValidationError, "attribute"),
     ("timeline attribute not text", lambda ledger, mine, theirs: ledger.timeline("team", attribute=5), ValidationError, "attribute"),
@@ -431,6 +433,8 @@ def test_a_closed_ledger_says_so(store_url: str) -> None:
                 lambda: list(ledger.events()), lambda: ledger.search("written")):  # fmt: skip
         with pytest.raises(StoreUnavailable, match="the ledger was closed"):
             use()
+    with pytest.raises(StoreUnavailable, match="the ledger was closed"), ledger:
+        pytest.fail("a closed ledger entered its with block")
 
 
 @pytest.mark.parametrize("grace", [timedelta(days=-1), 30, "30 days", None])

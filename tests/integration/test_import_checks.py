@@ -310,9 +310,9 @@ CASES: dict[str, Case] = {
     "a blank entity": lambda s: (
         appended(s, fresh_claim(s, entities=["", "atlas"])), END, "entities must not be blank"),
     "a confidence written as text": lambda s: (
-        appended(s, fresh_claim(s, confidence="0.5")), END, "confidence must be a number"),
+        appended(s, fresh_claim(s, confidence="0.5")), END, "confidence must be a float or an int"),
     "a confidence written as true": lambda s: (
-        appended(s, fresh_claim(s, confidence=True)), END, "confidence must be a number"),
+        appended(s, fresh_claim(s, confidence=True)), END, "confidence must be a float or an int"),
     "an empty actor": lambda s: (
         [s.lines[0] | {"actor": " "}, *s.lines[1:]], 1, "actor"),
 }  # fmt: skip

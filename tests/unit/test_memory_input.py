@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -69,8 +70,9 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "confidence": -0.1}, "between 0 and 1"),
     ({"content": "x", "confidence": 10**400}, r"between 0 and 1, got 1000.*\(401 characters\)"),
     ({"content": "x", "confidence": -(10**309)}, "between 0 and 1"),
-    ({"content": "x", "confidence": "high"}, "number"),
-    ({"content": "x", "confidence": True}, "number"),
+    ({"content": "x", "confidence": "high"}, "a float or an int"),
+    ({"content": "x", "confidence": True}, "a float or an int"),
+    ({"content": "x", "confidence": Decimal("0.5")}, r"a float or an int .* got Decimal\('0.5'\)"),
     ({"content": "x", "value": {1, 2}}, "not a JSON value"),
     ({"content": "x", "value": float("nan")}, "not a JSON number"),
     ({"content": "x", "value": {"a": object()}}, "not a JSON value"),
