@@ -50,6 +50,15 @@ STATISTICS_ATTEMPTS = 3
 """How often the scrub vacuums ``pg_statistic`` before giving up: a rebuild's swap,
 dropping tables, can deadlock with it (PostgreSQL cancels one of the two)."""
 
+KEEP_EMPTY_PAGES = "TRUNCATE false"
+"""VACUUM's option that leaves the empty pages at a table's end in its file rather than
+cut them off. Cutting them takes the table's exclusive lock, which VACUUM tries for up
+to 5 s while any other session holds or awaits a lock on the table: two hard forgets at
+once (the second's VACUUM queued behind the first's) each took 10 to 20 s, and a
+reader in a long transaction held a forget as long. A plain VACUUM leaves the erased
+bytes in the freed space until it is reused anyway (docs/forgetting.md); ``FULL``
+rewrites the table and cuts nothing."""
+
 EMPTIED_LOCK_TIMEOUT = Literal("5s")
 """How long the scrub waits for the lock of a table the erase left empty, to drop its
 statistics (see :meth:`PostgresScrub._drop_statistics_of_empty`); past it, the scrub
@@ -88,7 +97,7 @@ class PostgresScrub:
         long, 213 against 64 ms at 50k memories). With ``?scrub=full`` in the URL the
         vacuum is ``FULL``: the tables are rewritten, so no freed page keeps the bytes
         either (an exclusive lock on each table meanwhile; see docs/forgetting.md)."""
-        options = "FULL, ANALYZE" if self.scrub_mode == "full" else "ANALYZE"
+        options = "FULL, ANALYZE" if self.scrub_mode == "full" else f"ANALYZE, {KEEP_EMPTY_PAGES}"
         self._wait_for_older_snapshots()
         for table, columns in SCRUBBED.items():
             self.vacuum(table, options, columns)
@@ -172,7 +181,7 @@ class PostgresScrub:
                     try:
                         connection.execute(
                             "VACUUM (FULL) pg_catalog.pg_statistic" if full
-                            else "VACUUM pg_catalog.pg_statistic"
+                            else f"VACUUM ({KEEP_EMPTY_PAGES}) pg_catalog.pg_statistic"
                         )  # fmt: skip
                     finally:
                         connection.remove_notice_handler(heard)
@@ -213,11 +222,14 @@ class PostgresScrub:
                     )
                 time.sleep(SNAPSHOT_POLL_SECONDS)
 
-    def vacuum(self, table: str, options: str = "", columns: Sequence[str] = ()) -> int:
+    def vacuum(
+        self, table: str, options: str = KEEP_EMPTY_PAGES, columns: Sequence[str] = ()
+    ) -> int:
         """See :meth:`Backend.vacuum`; ``options`` go between VACUUM's parentheses
-        (``ANALYZE``, ``FULL, ANALYZE``); with ``ANALYZE``, ``columns`` names the columns
-        whose statistics are replaced (all, when none are named)."""
-        statement = SQL("VACUUM ({0}) {1}.{2}{3}" if options else "VACUUM {1}.{2}{3}")
+        (``ANALYZE``, ``FULL, ANALYZE``; by default the empty pages at the end are kept:
+        :data:`KEEP_EMPTY_PAGES`); with ``ANALYZE``, ``columns`` names the columns whose
+        statistics are replaced (all, when none are named)."""
+        statement = SQL("VACUUM ({0}) {1}.{2}{3}")
         named = (
             SQL(" ({0})").format(SQL(", ").join(map(Identifier, columns))) if columns else SQL("")
         )

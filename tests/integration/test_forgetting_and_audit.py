@@ -488,6 +488,30 @@ HELD = ["memories", "memory_entities", "memory_search", "memory_search_live"]
 """PostgreSQL: the projections' tables that hold a memory's text."""
 
 
+@pytest.mark.postgres
+def test_a_scrub_keeps_the_empty_pages_at_a_tables_end(
+    postgres_url: str, clock: ManualClock
+) -> None:
+    """PostgreSQL: cutting a table's empty last pages off takes its exclusive lock, which
+    VACUUM tries for up to 5 s while another session holds or awaits any lock on the
+    table: two hard forgets at once each waited 10 to 20 s for the other's VACUUM. The
+    scrub leaves those pages (their bytes are freed space, as a plain VACUUM leaves
+    any; ``?scrub=full`` rewrites the tables)."""
+    ledger = Ledger.open(postgres_url, namespace="acme", actor="tester", clock=clock)
+    tables = [*HELD, "erstwhile_keys"]
+    sized = "SELECT relname, pg_relation_size(oid) FROM pg_class WHERE relnamespace = " \
+            "to_regnamespace(%s) AND relname = ANY(%s)"  # fmt: skip
+    try:
+        secret = remember_secret(ledger)  # the only memory: every page of it empties
+        before = dict(server_rows(postgres_url, sized, tables))
+        ledger.forget(secret.id, hard=True, reason="GDPR request 19")
+        assert vacuumed(postgres_url, tables) == dict.fromkeys(tables, True)
+        assert dict(server_rows(postgres_url, sized, tables)) == before
+        assert all(before.values())
+    finally:
+        ledger.close()
+
+
 def server_rows(url: str, query: str, *params: Any) -> list[tuple[Any, ...]]:
     """PostgreSQL: run ``query`` on the store's server, with the ledger's schema as its
     first parameter."""
