@@ -34,6 +34,7 @@ from erstwhile.eventstore.postgres_store import (
     NO_TRUNCATE,
     LedgerPostgresRecorder,
     datastore_from_url,
+    refuse_other_encodings,
     scrub_mode,
     table_exists,
 )
@@ -86,11 +87,13 @@ class PostgresBackend(PostgresScrub, Backend):
     def _reach(self) -> None:
         """Connect once, directly, and hang up: a server that does not answer, or a role
         or database it does not know, fails here at once with the server's own reason
-        (through the pool it took the pool's whole 10 s timeout, then said only that)."""
+        (through the pool it took the pool's whole 10 s timeout, then said only that),
+        and so does a database that does not store UTF-8, before anything is created."""
         pool_arguments = cast(dict[str, Any], self.datastore.pool.kwargs)
         arguments = {k: v for k, v in pool_arguments.items() if k != "row_factory"}
         arguments.setdefault("connect_timeout", CONNECT_TIMEOUT_SECONDS)
-        psycopg.connect(**arguments).close()
+        with psycopg.connect(**arguments) as connection:
+            refuse_other_encodings(connection)
 
     def create_tables(self) -> None:
         """Create the schema and tables once, even when several processes open at once.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, cast
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 import psycopg
 from eventsourcing.postgres import (
@@ -46,6 +46,7 @@ class LedgerPostgresDatastore(PostgresDatastore):
 
         def after_connect(conn: Connection[DictRow]) -> None:
             setup(conn)
+            speak_utf8(conn)
             conn.execute(search_path)
             # Whatever the server's default: writes serialise on a lock, not on
             # serialization failures, and a statement run alone must take its snapshot
@@ -53,6 +54,26 @@ class LedgerPostgresDatastore(PostgresDatastore):
             conn.execute("SET default_transaction_isolation TO 'read committed'")
 
         return after_connect
+
+
+def speak_utf8(conn: Connection[Any]) -> None:
+    """Talk UTF-8 to the server, whatever set another client encoding
+    (``PGCLIENTENCODING``; the URL may not name one: :func:`refuse_overridden_parts`)."""
+    if conn.info.parameter_status("client_encoding") != "UTF8":
+        conn.execute("SET client_encoding TO 'UTF8'")
+
+
+def refuse_other_encodings(conn: Connection[Any]) -> None:
+    """Refuse a database whose text is not UTF-8: a memory may hold any Unicode text,
+    which a LATIN1 database cannot store (psycopg failed to encode it, a raw
+    ``UnicodeEncodeError``) and a SQL_ASCII one does not check (its text then comes
+    back as bytes)."""
+    server = conn.info.parameter_status("server_encoding")
+    if server != "UTF8":
+        raise StoreUnavailable(
+            f"the database's encoding is {server}: erstwhile stores any Unicode text and "
+            "needs a UTF8 database (CREATE DATABASE ... ENCODING 'UTF8' TEMPLATE template0)"
+        )
 
 
 class LedgerPostgresRecorder(PostgresApplicationRecorder):
@@ -157,6 +178,8 @@ def datastore_from_url(
             f"schema {schema!r}: use a plain name (lower-case letters, digits and _, "
             "at most 63, not starting with a digit)"
         )
+    if schema == "information_schema" or schema.startswith("pg_"):
+        raise ValidationError(f"schema {schema!r} is PostgreSQL's own: name another")
     # Every other parameter must be libpq's (sslmode, sslrootcert, application_name,
     # connect_timeout, ...): it goes to every connection.
     connection = {name: values[-1] for name, values in query.items() if name not in OURS}
@@ -166,6 +189,7 @@ def datastore_from_url(
             f"unknown parameter {unknown[0]!r} in the PostgreSQL URL: use schema, scrub or "
             "one of libpq's connection parameters (sslmode, application_name, ...)"
         )
+    refuse_overridden_parts(parts, connection)
     datastore = LedgerPostgresDatastore(
         dbname=unquote(parts.path.lstrip("/")),
         host=parts.hostname or "localhost",
@@ -181,6 +205,32 @@ def datastore_from_url(
     )
     cast(dict[str, Any], datastore.pool.kwargs).update(connection)
     return datastore
+
+
+def refuse_overridden_parts(parts: SplitResult, connection: dict[str, str]) -> None:
+    """Refuse a parameter that would override what the URL itself names (libpq lets
+    ``?dbname=postgres`` win over the URL's ``/test``, and the ledger would then write
+    to another database than the one its URL shows), and a client encoding but UTF-8
+    (see :func:`speak_utf8`)."""
+    named = {
+        "dbname": parts.path.strip("/"),
+        "host": parts.hostname,
+        "port": parts.port,
+        "user": parts.username,
+        "password": parts.password,
+    }
+    for name, given in named.items():
+        if name in connection and given:
+            raise ValidationError(
+                f"the PostgreSQL URL names its {name} twice, in itself and as ?{name}=: "
+                "give it once"
+            )
+    encoding = connection.get("client_encoding", "UTF8").upper().replace("-", "")
+    if encoding not in ("UTF8", "UNICODE"):
+        raise ValidationError(
+            f"client_encoding {connection['client_encoding']!r}: erstwhile speaks UTF-8 to "
+            "the server; leave client_encoding out"
+        )
 
 
 def libpq_parameters() -> set[str]:

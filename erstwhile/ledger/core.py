@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,7 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Literal, Self
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 from uuid import UUID
 
 from erstwhile.domain.errors import (
@@ -77,9 +76,15 @@ def mask_password(url: str) -> str:
         host = parts.netloc.rpartition("@")[2]
         masked = masked._replace(netloc=f"{parts.username or ''}:***@{host}")
     if parts.query:
-        hidden = "|".join(SECRET_PARAMETERS)
-        masked = masked._replace(query=re.sub(rf"(^|&)({hidden})=[^&]*", r"\1\2=***", parts.query))
+        masked = masked._replace(query="&".join(map(_masked_parameter, parts.query.split("&"))))
     return url if masked == parts else urlunsplit(masked)
+
+
+def _masked_parameter(parameter: str) -> str:
+    """Return ``name=value`` with its value as ``***`` when the name, decoded as the
+    store decodes it (``pass%77ord`` is ``password``), is a secret's."""
+    name, equals, _ = parameter.partition("=")
+    return f"{name}=***" if equals and unquote_plus(name) in SECRET_PARAMETERS else parameter
 
 
 def _default_actor() -> str:

@@ -652,7 +652,8 @@ class ProjectionRunner:
                     return token
             if changed is None:
                 raise StoreUnavailable(
-                    "another rebuild (of this process or another) is under way; try again once it is done"
+                    "another rebuild (of this process or another) is under way; "
+                    "try again once it is done"
                 )
             time.sleep(CLAIM_POLL_SECONDS)
 

@@ -349,6 +349,41 @@ def test_a_postgresql_url_holding_a_nul_is_refused_before_connecting() -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("encoding", ["LATIN1", "SQL_ASCII"])
+def test_a_database_that_does_not_store_utf8_is_refused_before_anything_is_made(
+    postgres_database: str, encoding: str
+) -> None:
+    """A LATIN1 database could not store a memory in Japanese (psycopg's raw
+    UnicodeEncodeError); from a SQL_ASCII one psycopg reads text as bytes (a raw
+    TypeError at the opening, after it had made tables)."""
+    name = f"erstwhile_{encoding.lower()}_{uuid4().hex[:8]}"
+    with psycopg.connect(postgres_database, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} ENCODING '{encoding}' LC_COLLATE 'C' "
+                      "LC_CTYPE 'C' TEMPLATE template0")  # fmt: skip
+    url = urlunsplit(urlsplit(postgres_database)._replace(path=f"/{name}", query="schema=s"))
+    try:
+        with pytest.raises(StoreUnavailable, match=f"encoding is {encoding}: .* UTF8 database"):
+            Ledger.open(url)
+        with psycopg.connect(url.partition("?")[0]) as connection:
+            made = connection.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 's'")
+            assert made.fetchone() == (0,)
+    finally:
+        with psycopg.connect(postgres_database, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.mark.postgres
+def test_another_client_encoding_set_outside_the_url_is_put_back_to_utf8(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGCLIENTENCODING", "LATIN1")
+    with Ledger.open(postgres_url) as ledger:
+        written = ledger.remember("東京のチーム uses Supabase", subject="チーム")
+        assert ledger.get(written.id).content == "東京のチーム uses Supabase"
+        assert [hit.memory.id for hit in ledger.search("東京のチーム")] == [written.id]
+
+
+@pytest.mark.postgres
 def test_sessions_the_server_ended_cost_one_failed_call_not_one_per_connection(
     postgres_url: str,
 ) -> None:
@@ -387,6 +422,14 @@ def test_sessions_the_server_ended_cost_one_failed_call_not_one_per_connection(
         ("postgresql://postgres@[::1:5432/test", "malformed: Invalid IPv6 URL"),
         ("postgresql://postgres@127.0.0.1/test?schema=a&schema=b", "schema is given more than"),
         ("postgresql://postgres@127.0.0.1/test?scrub=full&scrub=vacuum", "scrub is given more"),
+        ("postgresql://postgres@127.0.0.1/test?schema=a&dbname=postgres", "names its dbname twice"),
+        ("postgresql://postgres@127.0.0.1/test?host=10.0.0.1", "names its host twice"),
+        ("postgresql://postgres@127.0.0.1:5432/test?port=5433", "names its port twice"),
+        ("postgresql://postgres@127.0.0.1/test?user=other", "names its user twice"),
+        ("postgresql://postgres:a@127.0.0.1/test?password=b", "names its password twice"),
+        ("postgresql://postgres@127.0.0.1/test?client_encoding=LATIN1", "leave client_encoding"),
+        ("postgresql://postgres@127.0.0.1/test?schema=information_schema", "PostgreSQL's own"),
+        ("postgresql://postgres@127.0.0.1/test?schema=pg_temp", "PostgreSQL's own"),
     ],
 )
 def test_a_malformed_postgresql_url_is_refused_before_connecting(url: str, message: str) -> None:

@@ -30,6 +30,9 @@ from erstwhile.ledger.core import mask_password
          "postgresql://app@db/x?schema=a&password=***&sslmode=require"),
         ("postgresql://db/x?sslpassword=k&application_name=password",
          "postgresql://db/x?sslpassword=***&application_name=password"),
+        ("postgresql://db/x?schema=a&pass%77ord=s3cret", "postgresql://db/x?schema=a&pass%77ord=***"),
+        ("postgresql://db/x?%70assword=s3cret&passwordless=1",
+         "postgresql://db/x?%70assword=***&passwordless=1"),
     ],
 )  # fmt: skip
 def test_a_store_url_is_shown_without_its_password(url: str, shown: str) -> None:
