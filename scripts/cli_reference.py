@@ -39,7 +39,9 @@ refuses it), `--kind bogus` usage (2: not one of the kinds listed). A group run
 without its command (`erstwhile`, `erstwhile audit`) prints its help on stdout and
 exits 2. A command whose output's reader went away (`erstwhile search x | head -1`)
 stops quietly and exits 141, as a program stopped by SIGPIPE does: what it wrote to
-the store before (a `remember`'s memory) is stored.
+the store before (a `remember`'s memory) is stored. An output its file cannot hold (a
+full disk, a file size limit) is exit 1, `error: standard output: No space left on
+device`: the output is cut short, and a write before it is stored all the same.
 With `--json`, commands print the models' JSON: an object for one memory, a list
 for several.
 """

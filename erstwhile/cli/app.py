@@ -24,7 +24,16 @@ from erstwhile.cli import reads, recall, timeline, transfer, writes
 from erstwhile.cli.audit import audit_app
 from erstwhile.cli.context import Settings, settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
-from erstwhile.cli.output import ReaderGone, console, dump, memory_table, print_json
+from erstwhile.cli.output import (
+    STDOUT,
+    ReaderGone,
+    console,
+    dump,
+    memory_table,
+    print_json,
+    whole_stdout,
+    writing_stdout,
+)
 from erstwhile.cli.params import INVOCATION_NOW, TIME_HELP, App, flag
 from erstwhile.cli.projections import projections_app
 from erstwhile.domain.errors import ConcurrencyConflict, ErstwhileError
@@ -169,8 +178,11 @@ def show_demo(answers: DemoAnswers, path: Path) -> None:
 def main() -> None:
     """Run the command line, turning erstwhile's errors into one line and an exit code."""
     speak_any_terminal()
+    whole_stdout()
     try:
         result = app(standalone_mode=False)
+        with writing_stdout():
+            sys.stdout.flush()  # what is left, while its failure still has a message
     except ErstwhileError as error:
         fail(error_message(error), exit_code(error))
     except typer.Abort:
@@ -182,11 +194,19 @@ def main() -> None:
         # with the status of a program stopped by SIGPIPE, not 1 (refused: a write that
         # was stored would be retried); point stdout at /dev/null so the interpreter's
         # final flush cannot fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        drop_pending_output()
         sys.exit(BROKEN_PIPE_EXIT)
-    except OSError as error:  # a file named on the command line (export, import, --svg)
+    except OSError as error:  # stdout, or a file named on the command line (export, --svg)
+        if error.filename == STDOUT:  # full: what it still holds would fail again at exit
+            drop_pending_output()
         fail(f"{error.filename}: {error.strerror}" if error.filename else str(error), 1)
     sys.exit(result if isinstance(result, int) else 0)
+
+
+def drop_pending_output() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of what it still
+    holds cannot fail again (a traceback and exit 120)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 BROKEN_PIPE_EXIT = 128 + 13

@@ -6,6 +6,8 @@ the text.
 
 from __future__ import annotations
 
+import errno
+import io
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -53,6 +55,77 @@ class ReaderGone(Exception):
     Raised in place of ``BrokenPipeError``, which click answers with exit 1 before
     :func:`erstwhile.cli.app.main` sees it: main ends the command as a program stopped
     by SIGPIPE is, since 1 says the command was refused."""
+
+
+STDOUT = "standard output"
+"""How an error writing to stdout names it (its ``filename``)."""
+
+
+class WholeWrites(io.RawIOBase):
+    """A file descriptor's writes, each whole or failing.
+
+    A buffered write larger than its buffer that the descriptor takes only in part (a
+    pipe whose reader went away, a full disk, a file size limit) returns how much it
+    took instead of raising, and the text layer above it drops the count: a command
+    printing a long answer to ``| head`` or onto a full disk stopped part-way and exited
+    0. Here the rest is written again, so that the descriptor's error is raised."""
+
+    def __init__(self, raw: io.RawIOBase, name: str) -> None:
+        super().__init__()
+        self.raw = raw
+        self.shown_as = name
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                taken = self.raw.write(view[done:])
+            except BrokenPipeError:
+                raise
+            except OSError as error:  # the disk full, a file size limit: name the stream
+                raise OSError(error.errno, error.strerror, self.shown_as) from None
+            if not taken:  # None: it would block; 0: it took nothing and said no more
+                raise OSError(errno.EIO, "the output took no more bytes", self.shown_as)
+            done += taken
+        return done
+
+    def close(self) -> None:
+        """Leave the descriptor open: the interpreter's own stream owns it."""
+        super().close()
+
+
+def whole_stdout() -> None:
+    """Make every write to stdout whole or failing (see :class:`WholeWrites`), keeping
+    its encoding, error handler and line buffering."""
+    stdout = sys.stdout
+    if not isinstance(stdout, io.TextIOWrapper):
+        return  # already replaced (a test runner capturing the output)
+    buffer = stdout.buffer
+    if isinstance(buffer, io.BufferedWriter):
+        raw = buffer.raw
+    elif isinstance(buffer, io.FileIO):  # unbuffered (python -u, PYTHONUNBUFFERED)
+        raw = buffer
+    else:
+        return
+    stdout.flush()
+    whole = WholeWrites(raw, STDOUT)
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(whole),
+        encoding=stdout.encoding,
+        errors=stdout.errors,
+        line_buffering=stdout.line_buffering,
+        write_through=stdout.write_through,
+    )
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import secrets
 import signal
 import sqlite3
@@ -584,6 +585,57 @@ def test_a_command_whose_reader_went_away_ends_as_sigpipe_ends_one(tmp_path: Pat
         assert run_reader_gone(tmp_path, *command) == (141, ""), command
     with Ledger.open(tmp_path / "erstwhile.db") as ledger:
         assert [e.type for e in ledger.events()] == ["Asserted", "Asserted"]
+
+
+@pytest.fixture
+def long_log(tmp_path: Path) -> Path:
+    """A store whose log, as JSON, is far longer than a pipe holds (64 KiB)."""
+    with Ledger.open(tmp_path / "erstwhile.db") as ledger:
+        ledger.remember_many([{"content": f"note {n} on topic one", "subject": f"s{n}"}
+                              for n in range(2_000)])  # fmt: skip
+    return tmp_path
+
+
+LONG_OUTPUTS = [["--json", "audit", "log"], ["audit", "log", "--until", "600"],
+                ["search", "topic", "--limit", "1000"], ["--json", "search", "topic", "--limit",
+                                                         "1000"]]  # fmt: skip
+
+
+def test_a_reader_gone_part_way_through_a_long_output_ends_it_as_sigpipe_does(
+    long_log: Path,
+) -> None:
+    """The pipe took the first 64 KiB of one large write, and the rest was dropped: the
+    command exited 0 as if its reader had read it all."""
+    for command in LONG_OUTPUTS:
+        process = subprocess.Popen([str(ERSTWHILE), *command], cwd=long_log,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        assert process.stdout is not None and process.stdout.read(20)
+        process.stdout.close()  # `| head -c 20`
+        _, said = process.communicate(timeout=60)
+        assert (process.returncode, said) == (141, b""), command
+
+
+def test_an_output_the_file_cannot_hold_is_an_error(long_log: Path) -> None:
+    """A full disk or a file size limit took part of the output and the command exited
+    0: a script took a cut-off JSON answer for a whole one."""
+
+    def at_most_100_kib() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, resource.RLIM_INFINITY))
+
+    for command in LONG_OUTPUTS:
+        with (long_log / "out.json").open("wb") as out:
+            done = subprocess.run([str(ERSTWHILE), *command], cwd=long_log, stdout=out,
+                                  stderr=subprocess.PIPE, text=True, timeout=60,
+                                  preexec_fn=at_most_100_kib)  # fmt: skip
+        assert done.returncode == 1, command
+        assert done.stderr == "error: standard output: File too large\n", command
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([str(ERSTWHILE), "--json", "facts", "s1"], cwd=long_log,
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr) == (
+        1,
+        "error: standard output: No space left on device\n",
+    )
 
 
 @dataclass(frozen=True)
