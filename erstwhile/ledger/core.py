@@ -353,13 +353,14 @@ class LedgerCore:
 
     def follow(self, stop: threading.Event | None = None, poll: float = 0.5) -> None:
         """Keep the projections current until ``stop`` is set: apply new events as they
-        are committed (LISTEN/NOTIFY on PostgreSQL, polling on SQLite)."""
+        are committed (LISTEN/NOTIFY on PostgreSQL, polling on SQLite). Once ``stop`` is
+        set, it returns after the batch it is folding (each commits on its own)."""
         stop_event(stop)
         seconds(poll, "poll", positive=True)
         stop = stop or threading.Event()
         with translated_errors(), self.log.backend.listener(stop) as wait:
             while not stop.is_set():
-                self.runner.catch_up()
+                self.runner.catch_up(stop=stop)
                 wait(poll)
 
     def projection_status(self) -> list[ProjectionStatus]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -331,9 +332,16 @@ class ProjectionRunner:
         self.log.prefetch_tip(sql)
         return min(self.tracked_positions(sql).values(), default=0), self.log.tip(sql).position
 
-    def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
+    def catch_up(
+        self,
+        until: int | None = None,
+        progress: Progress | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
         """Apply every event not yet applied, up to ``until`` when given (a position where
-        an append ends); return the position reached.
+        an append ends); return the position reached. Once ``stop`` is set, stop after
+        the batch being folded (each batch commits on its own): a follower told to stop
+        (SIGTERM) folded its whole backlog first, tens of seconds for a large one.
 
         Where two of this runner's write transactions must leave a writer waiting for
         the lock its turn between them (SQLite, see ``Backend.writer_turn_seconds``),
@@ -345,7 +353,7 @@ class ProjectionRunner:
         lowest, head = self.lag()
         target = head if until is None else min(until, head)
         released: float | None = None  # when this runner's last writes (a batch's) ended
-        while lowest < target:
+        while lowest < target and not (stop is not None and stop.is_set()):
             prepared = self._prepare(target) if self.backend.writer_turn_seconds else None
             if released is not None:  # a writer waiting for the lock gets its turn
                 pause = self.backend.writer_turn_seconds - (time.monotonic() - released)
