@@ -250,6 +250,8 @@ def holds_events(path: Path) -> bool:
     # or -shm beside it (read-only alone makes both). With one, SQLite reads it through
     # its index, the -shm, and makes that if it is missing (a copy without it).
     real = real_path(path)
+    if real.is_dir():  # `/` has no name to put -wal after: opening says what it is
+        return True
     quiet = "" if real.with_name(real.name + "-wal").exists() else "&immutable=1"
     try:
         raw = sqlite3.connect(
@@ -298,6 +300,9 @@ class SQLiteBackend(Backend):
     writer_turn_seconds = 0.002
 
     def __init__(self, path: str) -> None:
+        if Path(path).is_dir():  # SQLite's own word for it: "unable to open database file"
+            inside = Path(path) / "erstwhile.db"
+            raise StoreUnavailable(f"{path} is a directory: name a file in it (sqlite:///{inside})")
         self.url = f"sqlite:///{path}"
         self.path = path
         self.datastore = LedgerSQLiteDatastore(path)

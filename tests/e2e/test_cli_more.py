@@ -574,6 +574,16 @@ def test_a_follower_told_to_stop_stops_after_the_batch_it_is_folding(tmp_path: P
     assert {(s["position"], s["lag"]) for s in once.json()} == {(4_000, 0)}
 
 
+def test_a_directory_named_as_the_store_is_refused_in_one_line(tmp_path: Path) -> None:
+    """`--db /` printed a traceback for a read (the root has no name to put -wal after);
+    another directory said only that SQLite was "unable to open database file"."""
+    for db in ("/", str(tmp_path), "."):
+        for command in (["facts", "team"], ["remember", "x"]):
+            result = run(tmp_path, "--db", db, *command)
+            assert failed_cleanly(result, 1) and "is a directory" in result.stderr, result
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_poll_no_follower_can_wait_is_a_usage_error(move: Move) -> None:
     """``--poll inf`` was taken with ``--once`` (which does not poll), and refused only
     once the follower had started without it."""
