@@ -35,7 +35,9 @@ def rebuild(
 ) -> None:
     """Rebuild projections from position 0 of the log, showing progress."""
     reached: dict[str, int] = {}
-    with open_ledger(ctx) as ledger, progress_bar(reached) as progress:
+    # Opened without folding: a projection the rebuild is to repair (its tables or its
+    # position changed by hand) may not take the log's next events.
+    with open_ledger(ctx, sync_projections=False) as ledger, progress_bar(reached) as progress:
         ledger.rebuild(name, progress=progress)
         names = [p.name for p in ledger.runner.projections if name in (None, p.name)]
     position = max(reached.values(), default=0)

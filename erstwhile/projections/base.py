@@ -164,8 +164,10 @@ def refused_folds(after: int) -> Iterator[None]:
             raise
         raise StoreUnavailable(
             f"{error}, folding the log after position {after} into the projections: the "
-            "log may have been changed behind the ledger's back (`erstwhile audit verify` "
-            "checks it; Ledger.open(..., sync_projections=False) opens it without folding)"
+            "log or the projections may have been changed behind the ledger's back "
+            "(`erstwhile audit verify` checks the log, `erstwhile projections rebuild` "
+            "builds the projections again from it; Ledger.open(..., "
+            "sync_projections=False) opens the store without folding)"
         ) from error.__cause__
 
 

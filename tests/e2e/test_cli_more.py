@@ -574,6 +574,26 @@ def test_a_follower_told_to_stop_stops_after_the_batch_it_is_folding(tmp_path: P
     assert {(s["position"], s["lag"]) for s in once.json()} == {(4_000, 0)}
 
 
+def test_projections_rebuild_repairs_a_projection_whose_position_was_lost(
+    tmp_path: Path,
+) -> None:
+    """The search projection's tracking row deleted by hand: every opening folds the log
+    into it again from 0 and clashes with its rows, and the rebuild that would repair
+    it opened the store the same way, so it failed too."""
+    with Ledger.open(tmp_path / "erstwhile.db") as ledger:
+        ledger.remember("The team uses Supabase", subject="team", attribute="database")
+        before = [hit.memory.id for hit in ledger.search("Supabase")]
+    with sqlite3.connect(tmp_path / "erstwhile.db") as db:
+        db.execute("DELETE FROM tracking WHERE application_name = 'search'")
+    broken = run(tmp_path, "search", "Supabase")
+    assert failed_cleanly(broken, 1) and "erstwhile projections rebuild" in broken.stderr
+    rebuilt = run(tmp_path, "projections", "rebuild")
+    assert rebuilt.code == 0, rebuilt.stderr
+    with Ledger.open(tmp_path / "erstwhile.db") as ledger:
+        assert [hit.memory.id for hit in ledger.search("Supabase")] == before
+        assert {status.lag for status in ledger.projection_status()} == {0}
+
+
 def test_a_directory_named_as_the_store_is_refused_in_one_line(tmp_path: Path) -> None:
     """`--db /` printed a traceback for a read (the root has no name to put -wal after);
     another directory said only that SQLite was "unable to open database file"."""
