@@ -110,8 +110,12 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
     and so is a file whose folder takes no new file."""
     target, temporary = real_path(output), None
     if not output.exists() or output.is_file():  # stat follows links, as open() does
-        with suppress(PermissionError):
+        try:
             handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        except PermissionError:  # a folder that takes no new file: write the file itself
+            pass
+        except OSError as error:  # named as the file asked for, not the temporary one
+            raise OSError(error.errno, error.strerror, str(output)) from None
     if temporary is None:
         with output.open("wb") as file:
             yield file
@@ -123,9 +127,11 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
             os.fsync(file.fileno())
         os.chmod(temporary, target.stat().st_mode if target.exists() else _created_mode())
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as error:
         with suppress(FileNotFoundError):
             os.unlink(temporary)
+        if isinstance(error, OSError) and error.filename in (temporary, None):
+            raise OSError(error.errno, error.strerror, str(output)) from None
         raise
 
 

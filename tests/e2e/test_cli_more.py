@@ -177,6 +177,14 @@ def test_an_export_that_fails_half_way_leaves_its_file_as_it_was(move: Move) -> 
     assert (folder / "out.jsonl").read_text() == "the export before\n"
 
 
+def test_an_export_that_cannot_be_written_names_the_file_asked_for(move: Move) -> None:
+    """The export is written beside its file under a temporary name: a failure named
+    that hidden file (``/proc/.x.jsonl.jkb43y9p``), which the user never gave."""
+    failed = run(move.cwd, *DB, "export", "--output", "/proc/x.jsonl")
+    assert failed_cleanly(failed, 1), failed
+    assert failed.stderr == "error: /proc/x.jsonl: No such file or directory\n"
+
+
 def test_a_dash_writes_the_export_and_the_svg_to_stdout(move: Move) -> None:
     """``-`` is stdout; and a path that is no file (``/dev/stdout``, a pipe) is written
     as it is, not replaced by a file written beside it."""
