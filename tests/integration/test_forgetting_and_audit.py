@@ -1219,8 +1219,9 @@ def test_an_event_moved_behind_the_ledgers_back_is_named_when_the_fold_meets_it(
             ledger.remember(f"claim {n}", subject=f"s{n}", attribute="a")
     tamper(store_url, "UPDATE erstwhile_events SET position = 30 WHERE position = 3")
     with pytest.raises(StoreUnavailable, match=r"refused a write: .*folding the log after "
-                       r"position 3 into the projections: the log may have been changed "
-                       r"behind the ledger's back \(`erstwhile audit verify`"):  # fmt: skip
+                       r"position 3 into the projections: the log or the projections may "
+                       r"have been changed behind the ledger's back \(`erstwhile audit "
+                       r"verify` checks the log, `erstwhile projections rebuild`"):  # fmt: skip
         Ledger.open(store_url, actor="a", clock=clock)
     with Ledger.open(store_url, actor="a", clock=clock, sync_projections=False) as auditor:
         report = auditor.verify()
