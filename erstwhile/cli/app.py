@@ -25,7 +25,7 @@ from erstwhile.cli.audit import audit_app
 from erstwhile.cli.context import Settings, settings
 from erstwhile.cli.demo import DemoAnswers, tell_story
 from erstwhile.cli.output import (
-    STDOUT,
+    STDOUT_NAME,
     ReaderGone,
     console,
     dump,
@@ -181,8 +181,9 @@ def main() -> None:
     whole_stdout()
     try:
         result = app(standalone_mode=False)
-        with writing_stdout():
-            sys.stdout.flush()  # what is left, while its failure still has a message
+        if sys.stdout is not None:  # None: run with stdout closed (`>&-`)
+            with writing_stdout():
+                sys.stdout.flush()  # what is left, while its failure still has a message
     except ErstwhileError as error:
         fail(error_message(error), exit_code(error))
     except typer.Abort:
@@ -197,7 +198,7 @@ def main() -> None:
         drop_pending_output()
         sys.exit(BROKEN_PIPE_EXIT)
     except OSError as error:  # stdout, or a file named on the command line (export, --svg)
-        if error.filename == STDOUT:  # full: what it still holds would fail again at exit
+        if error.filename == STDOUT_NAME:  # full: what it still holds would fail again at exit
             drop_pending_output()
         fail(f"{error.filename}: {error.strerror}" if error.filename else str(error), 1)
     sys.exit(result if isinstance(result, int) else 0)

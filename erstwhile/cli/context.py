@@ -130,7 +130,7 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
     except BaseException as error:
         with suppress(FileNotFoundError):
             os.unlink(temporary)
-        if isinstance(error, OSError) and error.filename in (temporary, None):
+        if isinstance(error, OSError) and error.errno and error.filename in (temporary, None):
             raise OSError(error.errno, error.strerror, str(output)) from None
         raise
 

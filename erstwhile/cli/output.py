@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import errno
 import io
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, time
-from typing import Any
+from typing import IO, Any, cast
 
 import orjson
 from pydantic import BaseModel
@@ -57,23 +58,32 @@ class ReaderGone(Exception):
     by SIGPIPE is, since 1 says the command was refused."""
 
 
-STDOUT = "standard output"
+STDOUT_NAME = "standard output"
 """How an error writing to stdout names it (its ``filename``)."""
 
 
 class WholeWrites(io.RawIOBase):
-    """A file descriptor's writes, each whole or failing.
+    """A file descriptor's writes, each whole or failing, its errors naming the stream.
 
-    A buffered write larger than its buffer that the descriptor takes only in part (a
-    pipe whose reader went away, a full disk, a file size limit) returns how much it
-    took instead of raising, and the text layer above it drops the count: a command
-    printing a long answer to ``| head`` or onto a full disk stopped part-way and exited
-    0. Here the rest is written again, so that the descriptor's error is raised."""
+    A write that the descriptor takes only in part (a pipe whose reader went away, a
+    full disk, a file size limit) returns how much it took instead of raising. Unbuffered
+    (``python -u``, ``PYTHONUNBUFFERED``, as services often run), the text layer over
+    stdout dropped that count: a command printing a long answer to ``| head`` or onto a
+    full disk stopped part-way and exited 0. Here the rest is written again, so that the
+    descriptor's error is raised."""
 
-    def __init__(self, raw: io.RawIOBase, name: str) -> None:
+    def __init__(self, raw: io.RawIOBase, shown_as: str) -> None:
         super().__init__()
         self.raw = raw
-        self.shown_as = name
+        self.shown_as = shown_as
+
+    @property
+    def name(self) -> Any:
+        return getattr(self.raw, "name", self.shown_as)
+
+    @property
+    def mode(self) -> str:
+        return "wb"
 
     def writable(self) -> bool:
         return True
@@ -94,7 +104,9 @@ class WholeWrites(io.RawIOBase):
                 raise
             except OSError as error:  # the disk full, a file size limit: name the stream
                 raise OSError(error.errno, error.strerror, self.shown_as) from None
-            if not taken:  # None: it would block; 0: it took nothing and said no more
+            if taken is None:  # a non-blocking descriptor that would block
+                raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN), self.shown_as)
+            if taken == 0:
                 raise OSError(errno.EIO, "the output took no more bytes", self.shown_as)
             done += taken
         return done
@@ -105,22 +117,22 @@ class WholeWrites(io.RawIOBase):
 
 
 def whole_stdout() -> None:
-    """Make every write to stdout whole or failing (see :class:`WholeWrites`), keeping
-    its encoding, error handler and line buffering."""
+    """Make every write to stdout whole or failing, naming it (see :class:`WholeWrites`),
+    keeping its encoding, error handler, buffering and line buffering."""
     stdout = sys.stdout
     if not isinstance(stdout, io.TextIOWrapper):
-        return  # already replaced (a test runner capturing the output)
+        return  # none (stdout closed), or already replaced (a test runner capturing it)
     buffer = stdout.buffer
     if isinstance(buffer, io.BufferedWriter):
-        raw = buffer.raw
-    elif isinstance(buffer, io.FileIO):  # unbuffered (python -u, PYTHONUNBUFFERED)
-        raw = buffer
+        whole = WholeWrites(buffer.raw, STDOUT_NAME)
+        binary: io.RawIOBase | io.BufferedWriter = io.BufferedWriter(whole)
+    elif isinstance(buffer, io.FileIO):  # unbuffered
+        binary = WholeWrites(buffer, STDOUT_NAME)
     else:
         return
     stdout.flush()
-    whole = WholeWrites(raw, STDOUT)
     sys.stdout = io.TextIOWrapper(
-        io.BufferedWriter(whole),
+        cast(IO[bytes], binary),
         encoding=stdout.encoding,
         errors=stdout.errors,
         line_buffering=stdout.line_buffering,

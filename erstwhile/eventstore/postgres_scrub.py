@@ -229,7 +229,7 @@ class PostgresScrub:
         (``ANALYZE``, ``FULL, ANALYZE``; by default the empty pages at the end are kept:
         :data:`KEEP_EMPTY_PAGES`); with ``ANALYZE``, ``columns`` names the columns whose
         statistics are replaced (all, when none are named)."""
-        statement = SQL("VACUUM ({0}) {1}.{2}{3}")
+        statement = SQL("VACUUM ({0}) {1}.{2}{3}" if options else "VACUUM {1}.{2}{3}")
         named = (
             SQL(" ({0})").format(SQL(", ").join(map(Identifier, columns))) if columns else SQL("")
         )

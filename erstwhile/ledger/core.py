@@ -196,8 +196,9 @@ class LedgerCore:
         """Rebuild projections (all, or the one named) from position 0 of the log, beside
         the live tables, which readers go on reading until the swap. ``proposals`` reads
         ``memories`` and ``memory_versions``: naming either rebuilds it too. One rebuild
-        runs at a time: while another process's runs, ``StoreUnavailable``; so too for a
-        log that lost events from its end, which the rebuilt projections would hide.
+        runs at a time: while another runs (in this process or another),
+        ``StoreUnavailable``; so too for a log that lost events from its end, which the
+        rebuilt projections would hide.
         ``progress``, when given, is called as ``progress(projection_name,
         position_reached, head)`` as each build goes."""
         callback(progress, "progress")

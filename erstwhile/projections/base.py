@@ -552,7 +552,8 @@ class ProjectionRunner:
         on appending and readers go on reading the live tables; then, holding the write
         lock, the last events are applied and the new tables swapped in, in one
         transaction. A rebuild that dies half-way leaves the live tables untouched. One
-        rebuild runs at a time: while another process's runs, this one is refused.
+        rebuild runs at a time: while another runs (in this process or another), this
+        one is refused.
         """
         self._rebuild(self._chosen(name), progress)
 

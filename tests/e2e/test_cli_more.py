@@ -662,23 +662,35 @@ LONG_OUTPUTS = [["--json", "audit", "log"], ["audit", "log", "--until", "600"],
                                                          "1000"]]  # fmt: skip
 
 
+def output_buffering(unbuffered: bool) -> dict[str, str]:
+    """The environment of a command whose stdout is unbuffered (as services often run
+    Python) or buffered."""
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return {**environment, "PYTHONUNBUFFERED": "1"} if unbuffered else environment
+
+
+@pytest.mark.parametrize("unbuffered", [True, False])
 def test_a_reader_gone_part_way_through_a_long_output_ends_it_as_sigpipe_does(
-    long_log: Path,
+    long_log: Path, unbuffered: bool
 ) -> None:
-    """The pipe took the first 64 KiB of one large write, and the rest was dropped: the
-    command exited 0 as if its reader had read it all."""
+    """Unbuffered, the pipe took the first 64 KiB of one large write, and the rest was
+    dropped: the command exited 0 as if its reader had read it all."""
     for command in LONG_OUTPUTS:
         process = subprocess.Popen([str(ERSTWHILE), *command], cwd=long_log,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=output_buffering(unbuffered))  # fmt: skip
         assert process.stdout is not None and process.stdout.read(20)
         process.stdout.close()  # `| head -c 20`
         _, said = process.communicate(timeout=60)
         assert (process.returncode, said) == (141, b""), command
 
 
-def test_an_output_the_file_cannot_hold_is_an_error(long_log: Path) -> None:
-    """A full disk or a file size limit took part of the output and the command exited
-    0: a script took a cut-off JSON answer for a whole one."""
+@pytest.mark.parametrize("unbuffered", [True, False])
+def test_an_output_the_file_cannot_hold_is_an_error(long_log: Path, unbuffered: bool) -> None:
+    """Unbuffered, a full disk or a file size limit took part of the output and the
+    command exited 0: a script took a cut-off JSON answer for a whole one. Buffered, a
+    full disk failed twice, the second time at the interpreter's exit (exit 120 and a
+    traceback)."""
 
     def at_most_100_kib() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, resource.RLIM_INFINITY))
@@ -687,12 +699,14 @@ def test_an_output_the_file_cannot_hold_is_an_error(long_log: Path) -> None:
         with (long_log / "out.json").open("wb") as out:
             done = subprocess.run([str(ERSTWHILE), *command], cwd=long_log, stdout=out,
                                   stderr=subprocess.PIPE, text=True, timeout=60,
-                                  preexec_fn=at_most_100_kib)  # fmt: skip
+                                  preexec_fn=at_most_100_kib,
+                                  env=output_buffering(unbuffered))  # fmt: skip
         assert done.returncode == 1, command
         assert done.stderr == "error: standard output: File too large\n", command
     with open("/dev/full", "wb") as full:
         done = subprocess.run([str(ERSTWHILE), "--json", "facts", "s1"], cwd=long_log,
-                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)  # fmt: skip
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+                              env=output_buffering(unbuffered))  # fmt: skip
     assert (done.returncode, done.stderr) == (
         1,
         "error: standard output: No space left on device\n",
