@@ -685,6 +685,20 @@ def test_a_reader_gone_part_way_through_a_long_output_ends_it_as_sigpipe_does(
         assert (process.returncode, said) == (141, b""), command
 
 
+def test_a_command_run_with_stdout_closed_still_does_its_work(tmp_path: Path) -> None:
+    """`erstwhile remember x >&-`: there is no stdout at all (Python's is None); the
+    memory is stored and the command succeeds, as it did before its output was made
+    whole (which flushed a stdout that was not there: exit 1, a stored write said to
+    be refused)."""
+    for command in (["remember", "The team uses Supabase", "--subject", "team"],
+                    ["facts", "team"]):  # fmt: skip
+        done = subprocess.run([str(ERSTWHILE), *command], cwd=tmp_path, stderr=subprocess.PIPE,
+                              text=True, timeout=60, preexec_fn=lambda: os.close(1))  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, ""), command
+    with Ledger.open(tmp_path / "erstwhile.db") as ledger:
+        assert [m.content for m in ledger.facts("team")] == ["The team uses Supabase"]
+
+
 @pytest.mark.parametrize("unbuffered", [True, False])
 def test_an_output_the_file_cannot_hold_is_an_error(long_log: Path, unbuffered: bool) -> None:
     """Unbuffered, a full disk or a file size limit took part of the output and the
