@@ -346,9 +346,15 @@ class LedgerCore:
             if lowest >= target:
                 return lowest
             if time.monotonic() >= deadline:
+                head = self.head()
+                why = (
+                    f"the log ends at {head}: nothing was written there yet"
+                    if target > head
+                    else "is a follower (erstwhile projections run) running?"
+                )
                 raise StoreUnavailable(
                     f"projections reached position {lowest}, not {target}, within {timeout} s; "
-                    "is a follower (erstwhile projections run) running?"
+                    + why
                 )
             time.sleep(0.02)
 

@@ -1355,6 +1355,14 @@ def test_without_a_follower_reads_lag_and_say_so(open_ledger: OpenLedger) -> Non
         writer.wait_for(timeout=0.2)
 
 
+def test_waiting_for_a_position_past_the_log_says_so(open_ledger: OpenLedger) -> None:
+    """A position nobody has written yet was answered as if no follower ran."""
+    ledger = open_ledger(namespace="acme")
+    ledger.remember("folded as it is written")
+    with pytest.raises(StoreUnavailable, match="the log ends at 1: nothing was written there"):
+        ledger.wait_for(5, timeout=0.05)
+
+
 def test_a_command_reads_the_lag_with_the_memory_it_decides_on(open_ledger: OpenLedger) -> None:
     """The state a command decides on (``archive``, ``forget``, ``revise``, what a
     ``remember`` supersedes) comes in one statement with the projections' lag, which
