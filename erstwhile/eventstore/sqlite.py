@@ -10,6 +10,7 @@ processes queue for the write lock instead of failing. Writers take the lock up 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -236,6 +237,15 @@ class SQLiteSql(CursorSql):
 sqlite3.register_adapter(UUID, str)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the file at ``path`` (None when there is none)."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def holds_events(path: Path) -> bool:
     """Whether the SQLite file at ``path`` holds a ledger with at least one event, found
     without creating or changing anything (read-only; a file in WAL mode is read with
@@ -308,6 +318,23 @@ class SQLiteBackend(Backend):
         self.datastore = LedgerSQLiteDatastore(path)
         self.recorder = LedgerSQLiteRecorder(self.datastore)
         self.tracker = SQLiteTrackingRecorder(self.datastore)
+
+    @contextmanager
+    def listener(self, stop: threading.Event) -> Iterator[Callable[[float], None]]:
+        """Poll (see :meth:`Backend.listener`), and fail once the file the store was
+        followed in is no longer at its path: its connections would go on reading the
+        deleted (or replaced) file, its lag 0, while writers write elsewhere."""
+        followed = _identity(Path(self.path))
+
+        def wait(seconds: float) -> None:
+            stop.wait(seconds)
+            if not stop.is_set() and _identity(Path(self.path)) != followed:
+                raise StoreUnavailable(
+                    f"{self.path} was deleted or replaced while it was followed; "
+                    "follow the store where it is now"
+                )
+
+        yield wait
 
     def files(self) -> tuple[Path, ...]:
         """The database file and the ones SQLite keeps beside it."""

@@ -612,6 +612,27 @@ def test_a_directory_named_as_the_store_is_refused_in_one_line(tmp_path: Path) -
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_follower_whose_store_file_is_deleted_says_so(tmp_path: Path) -> None:
+    """Its connections went on reading the deleted file, its lag 0, while a writer made
+    a new store at the same path that nothing folded."""
+    with Ledger.open(tmp_path / "erstwhile.db") as ledger:
+        ledger.remember("The team uses Supabase", subject="team")
+    follower = subprocess.Popen(
+        [str(ERSTWHILE), "projections", "run", "--poll", "0.05"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert follower.stderr is not None
+    assert follower.stderr.readline().startswith("Following")
+    for file in tmp_path.glob("erstwhile.db*"):
+        file.unlink()
+    try:
+        _, said = follower.communicate(timeout=30)
+    finally:
+        follower.kill()
+    assert follower.returncode == 1
+    assert said.startswith("error: erstwhile.db was deleted or replaced while it was followed")
+
+
 def test_a_poll_no_follower_can_wait_is_a_usage_error(move: Move) -> None:
     """``--poll inf`` was taken with ``--once`` (which does not poll), and refused only
     once the follower had started without it."""
