@@ -12,6 +12,7 @@ from typing import IO
 
 import typer
 
+from erstwhile.cli.output import named
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.eventstore import URL_VARIABLE, missing_store, real_path
 from erstwhile.ledger import Ledger
@@ -115,7 +116,7 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
         except PermissionError:  # a folder that takes no new file: write the file itself
             pass
         except OSError as error:  # named as the file asked for, not the temporary one
-            raise OSError(error.errno, error.strerror, str(output)) from None
+            raise named(error, str(output)) from None
     if temporary is None:
         with output.open("wb") as file:
             yield file
@@ -131,7 +132,7 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
         with suppress(FileNotFoundError):
             os.unlink(temporary)
         if isinstance(error, OSError) and error.errno and error.filename in (temporary, None):
-            raise OSError(error.errno, error.strerror, str(output)) from None
+            raise named(error, str(output)) from None
         raise
 
 

@@ -62,6 +62,12 @@ STDOUT_NAME = "standard output"
 """How an error writing to stdout names it (its ``filename``)."""
 
 
+def named(error: OSError, name: str) -> OSError:
+    """Return ``error`` again, naming ``name``: what the user gave (stdout, the file
+    asked for), not what it was written through (a temporary file beside it)."""
+    return OSError(error.errno, error.strerror, name)
+
+
 class WholeWrites(io.RawIOBase):
     """A file descriptor's writes, each whole or failing, its errors naming the stream.
 
@@ -103,7 +109,7 @@ class WholeWrites(io.RawIOBase):
             except BrokenPipeError:
                 raise
             except OSError as error:  # the disk full, a file size limit: name the stream
-                raise OSError(error.errno, error.strerror, self.shown_as) from None
+                raise named(error, self.shown_as) from None
             if taken is None:  # a non-blocking descriptor that would block
                 raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN), self.shown_as)
             if taken == 0:
