@@ -12,7 +12,7 @@ from typing import IO
 
 import typer
 
-from erstwhile.cli.output import named
+from erstwhile.cli.output import ReaderGone, named
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
 from erstwhile.eventstore import URL_VARIABLE, missing_store, real_path
 from erstwhile.ledger import Ledger
@@ -118,8 +118,15 @@ def replacing(output: Path) -> Iterator[IO[bytes]]:
         except OSError as error:  # named as the file asked for, not the temporary one
             raise named(error, str(output)) from None
     if temporary is None:
-        with output.open("wb") as file:
-            yield file
+        try:
+            with output.open("wb") as file:
+                yield file
+        except BrokenPipeError:  # a pipe whose reader went away, as stdout's would
+            raise ReaderGone from None
+        except OSError as error:  # a full device, say: named as the file asked for
+            if error.errno and error.filename is None:
+                raise named(error, str(output)) from None
+            raise
         return
     try:
         with os.fdopen(handle, "wb") as file:

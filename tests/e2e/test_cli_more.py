@@ -748,6 +748,25 @@ def test_an_output_the_file_cannot_hold_is_an_error(long_log: Path, unbuffered: 
     )
 
 
+DEVICE_OUTPUTS = [["export", "--output"], ["timeline", "s1", "--svg"]]
+"""Commands writing a file named on the command line."""
+
+
+def test_a_file_output_that_is_a_pipe_or_a_device_fails_as_stdout_does(long_log: Path) -> None:
+    """A named output that is no regular file (`--output /dev/stdout | head`, a FIFO, a
+    process substitution) is written as it is: its reader going away exited 1 with
+    nothing said (click's own answer to the broken pipe), and a full device was not
+    named (`error: [Errno 28] No space left on device`)."""
+    for command in DEVICE_OUTPUTS:
+        assert run_reader_gone(long_log, *command, "/dev/stdout") == (141, ""), command
+        done = subprocess.run([str(ERSTWHILE), *command, "/dev/full"], cwd=long_log,
+                              stderr=subprocess.PIPE, text=True, timeout=60)  # fmt: skip
+        assert (done.returncode, done.stderr) == (
+            1,
+            "error: /dev/full: No space left on device\n",
+        ), command
+
+
 @dataclass(frozen=True)
 class Offices:
     """Two subjects whose newer claim clears the bar: two open proposals."""
