@@ -14,7 +14,7 @@ from uuid import UUID
 import orjson
 import pydantic
 
-from erstwhile.domain.errors import ValidationError, brief
+from erstwhile.domain.errors import StoreUnavailable, ValidationError, brief
 from erstwhile.domain.events import LEDGER_EVENTS, Asserted, LedgerEvent
 from erstwhile.domain.lifecycle import DRAFT_FIELDS, LogCheck
 from erstwhile.domain.memory import Memory, exact_json, parse_draft
@@ -32,6 +32,22 @@ EVENT_TYPES: dict[str, type[LedgerEvent]] = {cls.__name__: cls for cls in LEDGER
 IMPORT_BATCH = 1000
 Counter = Callable[[int], None]
 """Called with the number of events handled so far, for progress bars."""
+
+
+class BrokenLog(StoreUnavailable):
+    """The log does not verify: a stored event's hash does not match, a memory's key
+    is gone without a hard forget, or events are missing from its end (see
+    :meth:`Audit.verify`). Trying again changes nothing."""
+
+
+def refuse_a_broken_log(report: VerifyReport, command: str, because: str) -> None:
+    """Raise :class:`BrokenLog` naming ``command`` and why it refuses, if ``report``
+    found a break."""
+    if not report.ok:
+        raise BrokenLog(
+            f"the log is broken at position {report.first_break} ({report.reason}; verify "
+            f"says so): {command} refused, {because}"
+        )
 
 
 class Audit(LedgerCore):
@@ -58,13 +74,26 @@ class Audit(LedgerCore):
         return VerifyReport(ok=first_break is None, checked=checked, first_break=first_break,
                             reason=reason)  # fmt: skip
 
+    def _refuse_a_broken_log(self, command: str, because: str) -> None:
+        """Raise :class:`BrokenLog` if the log does not verify; an event at the break
+        that cannot be read at all is named as the reads name it (why it cannot)."""
+        report = self.verify()
+        if not report.ok and report.first_break is not None:
+            at = EventFilter(after=report.first_break - 1, until=report.first_break)
+            for _ in self.log.events(at):
+                pass
+        refuse_a_broken_log(report, command, because)
+
     def replay(
         self, known_at: Instant | None = None, progress: Progress | None = None
     ) -> ReplayLedger:
         """Rebuild every projection from the log as it stood at ``known_at`` into a scratch
         store, and return a read-only ledger over it (close it when done); ``None``: as
         the ledger knows it now (the clock, but never behind the log). ``progress``
-        is called as ``rebuild`` calls it, while the projections are folded."""
+        is called as ``rebuild`` calls it, while the projections are folded.
+
+        Refused (``BrokenLog``) when that prefix of the log does not verify: its
+        answers would come from a log changed behind the ledger's back."""
         instant = None if known_at is None else to_utc(known_at, "known_at")
         callback(progress, "progress")
         if instant is None:
@@ -76,6 +105,15 @@ class Audit(LedgerCore):
             # As known at the calendar's last instant: the whole log.
             before = None if instant == LAST_INSTANT else instant + _TICK
             copy_log(self.log, scratch, EventFilter(before=before))
+            # Its answers are for audits that do not trust the projections: they must
+            # come from a prefix that verifies (copied verbatim, hashes included).
+            checked, first_break, reason = scratch.verify(keys=False)
+            refuse_a_broken_log(
+                VerifyReport(ok=first_break is None, checked=checked, first_break=first_break,
+                             reason=reason),
+                "replay",
+                "since its answers would come from a log that was changed behind the ledger",
+            )  # fmt: skip
             replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
                                     clock=lambda: instant, folder=folder)  # fmt: skip
             replayed.runner.setup()
@@ -90,10 +128,15 @@ class Audit(LedgerCore):
     def export(self, out: IO[bytes], *, all_namespaces: bool = False,
                progress: Counter | None = None) -> int:  # fmt: skip
         """Write this namespace's events (or every namespace's) as JSON Lines, content in
-        plain text except where it was erased; return how many were written."""
+        plain text except where it was erased; return how many were written.
+
+        Refused (``BrokenLog``, nothing written) when the log does not verify: an import
+        chains the events it restores anew, so the copy of a log changed behind the
+        ledger's back would verify."""
         binary_output(out)
         flag(all_namespaces, "all_namespaces")
         callback(progress, "progress")
+        self._refuse_a_broken_log("export", "since an import of it would chain it anew and verify")
         selection = EventFilter(namespace=None if all_namespaces else self.namespace)
         fingerprints = self.log.fingerprints(selection.namespace)
         written = 0

@@ -1189,8 +1189,9 @@ def test_an_opening_that_would_rebuild_a_cut_log_opens_without_rebuilding(
     store_url: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A new projection version rebuilds at the opening, but not a log cut at its end:
-    the opening goes on without it (refusing it would refuse verify and export too),
-    verify still finds the cut, and a rebuild asked for is refused."""
+    the opening goes on without it (refusing it would refuse verify too), verify still
+    finds the cut, and a rebuild asked for is refused, as is an export (whose import
+    would verify)."""
     with Ledger.open(store_url, actor="a", clock=clock) as ledger:
         ledger.remember("The team uses Supabase", subject="team", attribute="database")
         ledger.remember("The office is in Lisbon", subject="office", attribute="city")
@@ -1204,7 +1205,8 @@ def test_an_opening_that_would_rebuild_a_cut_log_opens_without_rebuilding(
         with pytest.raises(StoreUnavailable, match=r"removed from its end.* nothing was "
                            r"rebuilt"):  # fmt: skip
             ledger.rebuild()
-        assert ledger.export(io.BytesIO()) == head - 1  # what the log still holds
+        with pytest.raises(StoreUnavailable, match=r"removed from its end.*export refused"):
+            ledger.export(io.BytesIO())
 
 
 def test_an_event_moved_behind_the_ledgers_back_is_named_when_the_fold_meets_it(
@@ -1585,6 +1587,27 @@ def test_verify_finds_a_memory_id_rewritten_in_capitals(
     report = ledger.verify()
     ledger.close()
     assert (report.ok, report.first_break) == (False, 2)
+
+
+def test_export_and_replay_refuse_a_log_that_does_not_verify(
+    store_url: str, ledger: Ledger
+) -> None:
+    """An import chains the events it restores anew, so the export of a log changed
+    behind the ledger's back made a store that verified (the change laundered); a
+    replay answered an audit from the changed log. Both are refused, nothing written;
+    a replay of the prefix before the change still answers."""
+    made = [ledger.remember(f"memory {n}", subject=f"s{n}") for n in range(3)]
+    tamper(store_url, "UPDATE erstwhile_events SET actor = 'mallory' WHERE position = 2")
+    before = list(ledger.events())
+    out = io.BytesIO()
+    with pytest.raises(StoreUnavailable, match=r"broken at position 2 .*: export refused"):
+        ledger.export(out, all_namespaces=True)
+    assert out.getvalue() == b""
+    with pytest.raises(StoreUnavailable, match=r"broken at position 2 .*: replay refused"):
+        ledger.replay()
+    with ledger.replay(known_at=made[0].recorded_at) as past:
+        assert [m.content for m in past.facts("s0")] == ["memory 0"]
+    assert list(ledger.events()) == before and before[1].actor == "mallory"
 
 
 def test_verify_finds_a_flipped_payload_byte(store_url: str, ledger: Ledger) -> None:
