@@ -327,11 +327,15 @@ def _restored(line: dict[str, Any]) -> Restored:
         raise ValueError(f"type {brief(kind)} is no event type ({', '.join(EVENT_TYPES)})")
     if not isinstance(line["data"], dict):
         raise ValueError(f"data must be a JSON object, got {brief(line['data'])}")
+    version = line["version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        # pydantic would take ``true`` for 1, and ``1.0`` too.
+        raise ValueError(f"version must be an integer, got {brief(version)}")
     data = dict(line["data"])
     if cls is Asserted and data.get("erased"):
         data.update(content="", value=None, entities=[], evidence=[], metadata=None)
     event = cls.model_validate(
-        data | {"originator_id": line["memory_id"], "originator_version": line["version"]}
+        data | {"originator_id": line["memory_id"], "originator_version": version}
     )
     fingerprint = line.get("fingerprint")
     if fingerprint is not None and not isinstance(fingerprint, str):

@@ -1856,6 +1856,26 @@ def test_import_refuses_garbage_and_writes_nothing(tmp_path: Path, clock: Manual
         assert event_count(target) == 0
 
 
+@pytest.mark.parametrize("version", [b"true", b"1.0", b'"1"'])
+def test_import_refuses_a_version_that_is_no_integer_and_writes_nothing(
+    tmp_path: Path, version: bytes
+) -> None:
+    """A position that is no integer was refused, but a version of ``true`` or ``1.0``
+    imported as 1 (pydantic's lax reading)."""
+    with Ledger.open(f"sqlite:///{tmp_path}/source.db") as source:
+        source.remember("a note")
+        buffer = io.BytesIO()
+        source.export(buffer)
+    (line,) = buffer.getvalue().splitlines()
+    bad = line.replace(b'"version":1', b'"version":' + version)
+    assert bad != line
+    with Ledger.open(f"sqlite:///{tmp_path}/copy.db") as target:
+        with pytest.raises(ValidationError, match=r"import line 1: .*version must be an integer"):
+            target.import_events([bad])
+        assert target.head() == 0
+        assert target.import_events([line]) == 1
+
+
 @pytest.mark.parametrize("big", [2**64, -(2**63) - 1, 10**30])
 def test_import_refuses_an_integer_beyond_64_bits_and_writes_nothing(
     tmp_path: Path, big: int
