@@ -33,13 +33,14 @@ def rebuild(
         ),
     ] = None,
 ) -> None:
-    """Rebuild projections from position 0 of the log, showing progress."""
+    """Rebuild projections from position 0 of the log, showing progress.
+
+    NAME's readers are rebuilt with it (proposals, for memories or memory_versions)."""
     reached: dict[str, int] = {}
     # Opened without folding: a projection the rebuild is to repair (its tables or its
     # position changed by hand) may not take the log's next events.
     with open_ledger(ctx, sync_projections=False) as ledger, progress_bar(reached) as progress:
-        ledger.rebuild(name, progress=progress)
-        names = [p.name for p in ledger.runner.projections if name in (None, p.name)]
+        names = ledger.rebuild(name, progress=progress)
     position = max(reached.values(), default=0)
     if settings(ctx).json:
         print_json({"rebuilt": names, "position": position})

@@ -192,17 +192,18 @@ class LedgerCore:
         """Return the latest log position (0 for an empty ledger)."""
         return self.log.head()
 
-    def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
+    def rebuild(self, name: str | None = None, progress: Progress | None = None) -> list[str]:
         """Rebuild projections (all, or the one named) from position 0 of the log, beside
-        the live tables, which readers go on reading until the swap. ``proposals`` reads
-        ``memories`` and ``memory_versions``: naming either rebuilds it too. One rebuild
+        the live tables, which readers go on reading until the swap; return the names of
+        those rebuilt. ``proposals`` reads ``memories`` and ``memory_versions``: naming
+        either rebuilds it too. One rebuild
         runs at a time: while another runs (in this process or another),
         ``StoreUnavailable``; so too for a log that lost events from its end, which the
         rebuilt projections would hide.
         ``progress``, when given, is called as ``progress(projection_name,
         position_reached, head)`` as each build goes."""
         callback(progress, "progress")
-        self.runner.rebuild(name, progress)
+        return self.runner.rebuild(name, progress)
 
     def get(self, memory_id: UUID | str, *, known_at: Instant | None = None) -> Memory:
         """Return a memory (as known at ``known_at``); ``NotFound`` if unknown or forgotten."""

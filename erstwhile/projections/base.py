@@ -545,8 +545,9 @@ class ProjectionRunner:
             if projection.tables and all(shadow.renames[t] in present for t in projection.tables):
                 projection.erase_many(shadow.wrap(sql), erased)
 
-    def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
-        """Rebuild projections (all, or the one named) from position 0 without downtime.
+    def rebuild(self, name: str | None = None, progress: Progress | None = None) -> list[str]:
+        """Rebuild projections (all, or the one named, with those that read it) from
+        position 0 without downtime; return the names of those rebuilt.
 
         Fresh tables are folded beside the live ones, batch by batch, while writers go
         on appending and readers go on reading the live tables; then, holding the write
@@ -555,7 +556,9 @@ class ProjectionRunner:
         rebuild runs at a time: while another runs (in this process or another), this
         one is refused.
         """
-        self._rebuild(self._chosen(name), progress)
+        chosen = self._with_readers(self._chosen(name))
+        self._rebuild(chosen, progress)
+        return [projection.name for projection in chosen]
 
     def _rebuild(
         self, chosen: list[Projection], progress: Progress | None, at_setup: bool = False

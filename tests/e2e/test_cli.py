@@ -320,6 +320,11 @@ def test_projections_status_and_rebuild(story: Story) -> None:
     # One rebuild at a time: a rebuild starts its projections over from position 0.
     rebuilt = story.run("--json", "projections", "rebuild").json()
     assert rebuilt == {"rebuilt": [s["name"] for s in statuses], "position": head}
+    # Those that read the one named are rebuilt with it, and said to be (only the one
+    # named was, until 2026-12-05).
+    named = [story.run("--json", "projections", "rebuild", name).json()["rebuilt"]
+             for name in ("memories", "search")]  # fmt: skip
+    assert named == [["memories", "proposals"], ["search"]]
     assert values(story.run("--json", "facts", "team", "database").json()) == ["AWS"]
 
 
