@@ -45,7 +45,11 @@ def search(
     known_at: KnownAtOpt = None,
     history: Annotated[
         bool,
-        flag("--history", "Also find superseded and archived memories, a tier below."),
+        flag(
+            "--history",
+            "Also find the memories not true then (superseded, archived, windows ended or "
+            "not yet begun; never forgotten ones), a tier below.",
+        ),
     ] = False,
     kinds: Annotated[
         list[Kind] | None,
@@ -63,7 +67,8 @@ def search(
 ) -> None:
     """Search memories by their words: what is true now (or --as-of, as known at --known-at).
 
-    With --history, superseded and archived memories follow the current ones, a tier below.
+    With --history, every other memory not forgotten follows them, a tier below (tier
+    "historical": superseded, archived, or not true then, its window ended or not yet begun).
     """
     with open_ledger(ctx) as ledger:
         hits = ledger.search(

@@ -448,7 +448,9 @@ def describe(error: pydantic.ValidationError) -> str:
         message = f"unknown {field} {first['input']!r}; expected one of " + ", ".join(Kind)
     if first["type"] == "extra_forbidden":
         message = "unknown argument"
-    return f"{field}: {message}" if field else message
+    # A message that names its field already ("confidence must be ...") is not
+    # prefixed with it again.
+    return f"{field}: {message}" if field and not message.startswith(f"{field} ") else message
 
 
 class Memory(BaseModel):

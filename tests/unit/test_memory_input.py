@@ -128,6 +128,23 @@ def test_bad_input_is_refused_clearly(arguments: dict[str, Any], message: str) -
     assert "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"confidence": 2}, "confidence must be between 0 and 1, got 2"),
+        ({"evidence": [""]}, "evidence items must not be blank"),
+        ({"metadata": 3}, "metadata: Input should be a valid dictionary"),
+    ],
+)
+def test_a_message_naming_its_field_is_not_prefixed_with_it_again(
+    arguments: dict[str, Any], message: str
+) -> None:
+    """``confidence: confidence must be between 0 and 1`` said the field twice."""
+    with pytest.raises(ValidationError) as refused:
+        parse_draft({"content": "x", **arguments})
+    assert str(refused.value) == message
+
+
 def test_defaults() -> None:
     draft = parse_draft({"content": "The sky is blue"})
     assert draft.kind is Kind.FACT
