@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -37,6 +37,7 @@ from erstwhile.cli.params import (
 from erstwhile.domain.time import Window
 from erstwhile.domain.writes import WritePlan
 from erstwhile.ledger import Ledger, Policy
+from erstwhile.ledger.writes import DEFAULT_GRACE
 
 Content = Annotated[
     str, typer.Argument(metavar="CONTENT", help="The claim in words.", show_default=False)
@@ -153,6 +154,37 @@ def forget(
         console.print(f"Forgot {forgotten}" + (" (hard: content erased)." if erased else "."))
 
 
+GRACE_AT_MOST = 365_000
+"""The longest grace ``purge --grace`` takes, in days (a thousand years)."""
+
+
+def purge(
+    ctx: typer.Context,
+    grace: Annotated[
+        float,
+        typer.Option(
+            metavar="DAYS",
+            min=0,
+            max=GRACE_AT_MOST,
+            help="Only soft forgets at least DAYS old (0: every one).",
+        ),
+    ] = DEFAULT_GRACE.days,
+) -> None:
+    """Purge: make soft forgets at least --grace days old hard ones (content erased).
+
+    Meant for a schedule (cron, a service timer); each memory erased gets a hard
+    Forgotten event of its own.
+    """
+    with open_ledger(ctx) as ledger:
+        erased = [str(memory_id) for memory_id in ledger.purge(grace=timedelta(days=grace))]
+    if settings(ctx).json:
+        print_json({"purged": erased})
+    else:
+        forgets = "soft forget" if len(erased) == 1 else "soft forgets"
+        listed = f": {', '.join(erased)}." if erased else "."
+        console.print(f"Purged {len(erased)} {forgets}{listed}")
+
+
 def _erased(ledger: Ledger, memory_id: str) -> bool:
     """Say whether the memory was hard-forgotten before: a soft forget of it is a no-op,
     and the output says what the memory is, not what was asked."""
@@ -162,4 +194,4 @@ def _erased(ledger: Ledger, memory_id: str) -> bool:
     )
 
 
-COMMANDS = (remember, revise, archive, forget)
+COMMANDS = (remember, revise, archive, forget, purge)

@@ -308,6 +308,27 @@ def test_a_soft_forget_of_an_erased_memory_says_it_is_erased(tmp_path: Path) -> 
     assert [e["type"] for e in log.json()] == ["Asserted", "Forgotten"]  # the no-ops append none
 
 
+def test_purge_makes_old_soft_forgets_hard_for_a_schedule(tmp_path: Path) -> None:
+    """`erstwhile purge` (for cron): soft forgets older than --grace days (30 unless
+    told) become hard ones; a bad --grace is a usage error that changes nothing."""
+    made = run_all(tmp_path, *(["--json", "remember", f"Secret {n}", "--subject", f"s{n}"]
+                               for n in range(2)))  # fmt: skip
+    forgotten, kept = (m.json()["id"] for m in made)
+    run(tmp_path, "forget", forgotten)
+    log = run(tmp_path, "--json", "audit", "log").json()
+    bad = run_all(tmp_path, *(["purge", "--grace", g] for g in ("-1", "nan", "inf", "x")))
+    assert all(failed_cleanly(b, 2) and "--grace" in b.stderr for b in bad), bad
+    assert run(tmp_path, "--json", "audit", "log").json() == log
+    young = run(tmp_path, "purge")  # a soft forget of today is not 30 days old
+    assert (young.code, young.stdout) == (0, "Purged 0 soft forgets.\n")
+    purged = run(tmp_path, "--json", "purge", "--grace", "0")
+    assert purged.json() == {"purged": [forgotten]}
+    erased = run(tmp_path, "--json", "audit", "log", "--memory", forgotten).json()
+    assert erased[-1]["type"] == "Forgotten" and erased[-1]["data"]["hard"] is True
+    assert erased[0]["data"] is None  # the content is gone
+    assert run(tmp_path, "--json", "get", kept).json()["content"] == "Secret 1"
+
+
 def test_projections_status_and_rebuild(story: Story) -> None:
     status, unknown = story.run_all(
         ["--json", "projections", "status"],
