@@ -13,7 +13,7 @@ from erstwhile.domain.events import (
     ProposalRejected,
     Superseded,
 )
-from erstwhile.domain.memory import Memory
+from erstwhile.domain.memory import Memory, State
 from erstwhile.domain.rules import check_supersession
 from erstwhile.domain.views import Conflict, Proposal
 from erstwhile.eventstore import (
@@ -73,20 +73,31 @@ class Curation(LedgerCore):
 
     def reject(self, proposal_id: UUID | str, reason: str | None = None) -> None:
         """Reject a proposal for good: the pair is never proposed again, also after a
-        rebuild. Rejecting a rejected proposal changes nothing."""
+        rebuild. Rejecting a rejected proposal changes nothing; one accepted, or
+        withdrawn (a side archived, forgotten or superseded since), is refused."""
         reason = optional_text(reason, "reason")
         key = as_id(proposal_id, "proposal_id", noun="proposal")
-        # The proposal and its older memory are read in one snapshot: read apart, an
-        # accept committed between the two reads left the proposal looking open and the
-        # older memory's new version looking like the one this rejection was decided on.
+        # The proposal and its memories are read in one snapshot: read apart, an accept
+        # committed between the reads left the proposal looking open and the older
+        # memory's new version looking like the one this rejection was decided on.
         with self._read_caught_up(self._proposal_ahead(key)) as sql:
             row = self._proposal_in(sql, key)
-            is_open = row["status"] == "open"
-            older = self.reader.state(sql, UUID(row["older_id"])) if is_open else None
+            if row["status"] == "open":  # the other statuses need neither side
+                self.reader.prefetch_state(sql, UUID(row["newer_id"]))  # with the older's
+                older = self.reader.state(sql, UUID(row["older_id"]))
+                newer = self.reader.state(sql, UUID(row["newer_id"]))
         if row["status"] == "rejected":
             return
-        if older is None:
+        if row["status"] == "accepted":
             raise ValidationError(f"proposal {row['id']} was already accepted")
+        # A side no longer current never is again: the pair left proposals() for good,
+        # and can be neither accepted nor rejected.
+        for side, memory in (("older", older), ("newer", newer)):
+            if memory.state is not State.CURRENT:
+                raise ValidationError(
+                    f"proposal {row['id']} was withdrawn: its {side} memory {memory.id} is "
+                    f"{memory.state.value}, so there is nothing to reject"
+                )
         # An accept racing this one supersedes the older memory: then this conflicts.
         try:
             self._append_one(

@@ -941,6 +941,32 @@ def test_both_sides_must_be_current(ledger: Ledger) -> None:
         ledger.accept(open_one.id)
 
 
+RETIRED = {"archive": "archived", "forget": "forgotten"}
+"""The state each command leaves a memory in."""
+
+
+@pytest.mark.parametrize("side", ["older", "newer"])
+@pytest.mark.parametrize("how", list(RETIRED))
+def test_a_withdrawn_proposal_cannot_be_rejected_either(
+    ledger: Ledger, side: str, how: str
+) -> None:
+    """A side archived or forgotten never comes back: the pair leaves proposals() for
+    good and accept is refused. A reject of it appended a ProposalRejected all the same,
+    a decision on a pair no one can be offered again."""
+    pair = {
+        "older": keyed(ledger, "Porto", "Porto", MAR),
+        "newer": keyed(ledger, "Faro", "Faro", JUL),
+    }
+    (proposal,) = ledger.proposals()
+    getattr(ledger, how)(pair[side].id)
+    before = list(ledger.events())
+    with pytest.raises(
+        ValidationError, match=rf"withdrawn: its {side} memory .* is {RETIRED[how]}"
+    ):
+        ledger.reject(proposal.id)
+    assert list(ledger.events()) == before and ledger.proposals() == []
+
+
 def test_touching_windows_are_neither_a_proposal_nor_a_conflict(ledger: Ledger) -> None:
     keyed(ledger, "Lisbon", "Lisbon", MAR, valid_until=JUL)
     keyed(ledger, "Berlin", "Berlin", JUL)
