@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import TYPE_CHECKING
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -28,6 +29,12 @@ STYLES = {
     "superseded": "yellow",
     "archived": "blue",
 }
+GLYPHS = {
+    "current": "█",
+    "superseded": "▓",
+    "archived": "░",
+}
+"""Each state's glyph in the terminal's bars: the states tell apart without colour."""
 COLOURS = {
     "current": "#2e7d32",
     "superseded": "#f9a825",
@@ -79,24 +86,59 @@ def label_of(rectangle: Rectangle) -> str:
     return line if len(line) <= 40 else line[:39] + "…"
 
 
-def draw(title: str, rectangles: Sequence[Rectangle], axis: Axis | None, width: int) -> Group:
+def draw(title: str, rectangles: Sequence[Rectangle], axis: Axis | None, width: int) -> Picture:
     """Return the terminal picture: one row per version, its bar on the common axis."""
-    bar_width = max(20, min(60, width - 100))
-    table = Table(title=title, title_justify="left")
-    table.add_column("recorded (from → until)", overflow="fold")
-    table.add_column(ruler(axis, bar_width) if axis else "valid time", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    table.add_column("state", no_wrap=True)
-    for rectangle in rectangles:
-        assert axis is not None  # there is an axis whenever there are versions
-        table.add_row(
-            recorded(rectangle),
-            bar(rectangle, axis, bar_width),
-            Text(label_of(rectangle)),
-            Text(rectangle.state, style=STYLES[rectangle.state]),
-        )
-    table.caption = None if rectangles else "no memories"
-    return Group(table, legend())
+    return Picture(title, tuple(rectangles), axis, width)
+
+
+@dataclass(frozen=True)
+class Picture:
+    """The timeline in the terminal: a table of the versions, each bar on the common
+    axis; where the terminal is too narrow for the table (whose other columns rich
+    would squeeze to nothing), one block of lines per version under an axis as wide as
+    the terminal."""
+
+    title: str
+    rectangles: tuple[Rectangle, ...]
+    axis: Axis | None
+    width: int
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        bar_width = max(20, min(60, self.width - 100))
+        table = self.table(bar_width)
+        fits = table.__rich_measure__(console, options).minimum <= options.max_width
+        if self.axis is None or fits:
+            yield table
+            yield legend(self.axis, bar_width)
+            return
+        yield Text.from_markup(self.title, style="table.title")
+        bar_width = max(options.max_width - 2, 10)
+        yield Padding(ruler(self.axis, bar_width), (0, 0, 0, 2))
+        for rectangle in self.rectangles:
+            line = Text("  ").append_text(Text(label_of(rectangle)))
+            line.append("  ").append(rectangle.state, style=STYLES[rectangle.state])
+            yield Text(recorded(rectangle))
+            yield Text("  ").append_text(bar(rectangle, self.axis, bar_width))
+            yield line
+        yield legend(self.axis, bar_width)
+
+    def table(self, bar_width: int) -> Table:
+        """Return the versions as a table, bars ``bar_width`` wide."""
+        table = Table(title=self.title, title_justify="left")
+        table.add_column("recorded (from → until)", overflow="fold")
+        table.add_column(ruler(self.axis, bar_width) if self.axis else "valid time", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        table.add_column("state", no_wrap=True)
+        for rectangle in self.rectangles:
+            assert self.axis is not None  # there is an axis whenever there are versions
+            table.add_row(
+                recorded(rectangle),
+                bar(rectangle, self.axis, bar_width),
+                Text(label_of(rectangle)),
+                Text(rectangle.state, style=STYLES[rectangle.state]),
+            )
+        table.caption = None if self.rectangles else "no memories"
+        return table
 
 
 def recorded(rectangle: Rectangle) -> str:
@@ -106,39 +148,57 @@ def recorded(rectangle: Rectangle) -> str:
 
 
 def bar(rectangle: Rectangle, axis: Axis, width: int) -> Text:
-    """Return a version's bar: blocks over its valid window, blank elsewhere."""
+    """Return a version's bar: its state's glyph over its valid window, blank elsewhere
+    (each state has a glyph of its own, so the bars read without colour too)."""
     start, stop = axis.cells(rectangle, width)
     text = Text(" " * start)
-    text.append("█" * (stop - start), style=STYLES[rectangle.state])
+    text.append(GLYPHS[rectangle.state] * (stop - start), style=STYLES[rectangle.state])
     text.append(" " * (width - stop))
     return text
 
 
-def ruler(axis: Axis, width: int) -> Text:
-    """Return the axis header: boundary labels where they fit, a tick under each.
+def labelled(axis: Axis, width: int) -> list[tuple[datetime, int, int | None]]:
+    """Place the axis's boundaries on ``width`` cells: each with its tick's column and
+    the column its label starts at, or None where the label fits nowhere.
 
     A label starts at its tick or, where it would run past the edge, ends at it: one
     pushed further left (as until 2026-12-04) stood over another tick, the label of an
-    instant it was not. A label that fits neither way is left out."""
-    labels, ticks = [" "] * width, [" "] * width
+    instant it was not."""
+    placed: list[tuple[datetime, int, int | None]] = []
     free = 0
     for mark in axis.marks:
         column = min(round(axis.fraction(mark, missing=0.0) * width), width - 1)
-        ticks[column] = "╷"
         label = show_instant(mark)
         at = column if column + len(label) <= width else column - len(label) + 1
+        placed.append((mark, column, at if at >= free else None))
         if at >= free:
-            labels[at : at + len(label)] = label
             free = at + len(label) + 1
+    return placed
+
+
+def ruler(axis: Axis, width: int) -> Text:
+    """Return the axis header: boundary labels where they fit, a tick under each (see
+    :func:`labelled`)."""
+    labels, ticks = [" "] * width, [" "] * width
+    for mark, column, at in labelled(axis, width):
+        ticks[column] = "╷"
+        if at is not None:
+            label = show_instant(mark)
+            labels[at : at + len(label)] = label
     return Text("".join(labels).rstrip() + "\n" + "".join(ticks))
 
 
-def legend() -> Text:
-    """Return the key of the colours, and how to read the picture."""
+def legend(axis: Axis | None = None, width: int = 0) -> Text:
+    """Return the key of the glyphs and colours, and how to read the picture; with the
+    ``axis`` drawn ``width`` wide, the boundaries whose labels it left out too."""
     text = Text("valid time across, recorded time down; a bar reaching the edge is open.\n")
     for name, style in STYLES.items():
-        text.append("█", style=style)
+        text.append(GLYPHS[name], style=style)
         text.append(f" {name}  ")
+    unlabelled = [mark for mark, _, at in labelled(axis, width) if at is None] if axis else []
+    if unlabelled:
+        ticks = ", ".join(show_instant(mark) for mark in axis.marks) if axis else ""
+        text.append(f"\n╷ boundaries, left to right: {ticks}")
     return text
 
 

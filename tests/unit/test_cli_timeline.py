@@ -96,7 +96,42 @@ def test_the_terminal_picture_shows_each_version_and_the_legend() -> None:
     console.print(draw("Timeline of team", found, Axis.spanning(found), console.width))
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert all(word in text for word in ("Supabase", "AWS", "GCP", "superseded", "█"))
-    assert "2026-03-01" in text and "█ archived" in text  # the axis and the legend
+    assert "2026-03-01" in text and "░ archived" in text  # the axis and the legend
+
+
+def rendered_at(width: int, found: list[Rectangle]) -> str:
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(draw("Timeline of team", found, Axis.spanning(found), console.width))
+    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+def test_each_state_has_a_glyph_of_its_own_so_bars_read_without_colour() -> None:
+    """Every bar was the same block, told apart by colour alone: piped, or on a
+    terminal without colour, a superseded version looked current."""
+    found = [*the_move(), version(OTHER, "Heroku", "2026-01-01", 6, state="archived",
+                                  valid_until=day("2026-02-01"))]  # fmt: skip
+    rows = {line.split("│")[3].strip(): line.split("│")[2] for line in
+            rendered_at(160, found).splitlines() if line.count("│") == 5}  # fmt: skip
+    assert set(rows["Supabase"].strip()) <= {"█", "▓"} and "▓" in rows["Supabase"]
+    assert set(rows["GCP"].strip()) == {"█"} and set(rows["Heroku"].strip()) == {"░"}
+
+
+def test_boundaries_the_axis_has_no_room_to_label_are_listed_under_it() -> None:
+    """At 80 columns the axis is 20 wide: it labelled 2026-03-01 only, and the other
+    ticks stood for instants the picture did not say."""
+    text = rendered_at(80, the_move())
+    assert "2026-07-01" not in text.split("valid time across")[0]
+    assert "boundaries, left to right: 2026-03-01, 2026-07-01, 2026-09-01" in text
+    assert "boundaries" not in rendered_at(200, the_move()[:3])  # both labels fit there
+
+
+def test_a_terminal_too_narrow_for_the_table_shows_a_block_per_version() -> None:
+    """At 40 columns rich squeezed the recorded and value columns to nothing."""
+    text = rendered_at(40, the_move())
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 40
+    for value in ("Supabase  current", "Supabase  superseded", "AWS  superseded", "GCP  current"):
+        assert value in text, value
+    assert "2026-10-01 → 2026-10-02" in text and "2026-10-05 → now" in text
 
 
 def test_an_empty_picture_says_so() -> None:
