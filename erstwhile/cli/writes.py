@@ -88,7 +88,7 @@ def remember(
     # records at the clock or later.
     WritePlan.parse({"content": content, **fields})
     if "valid_until" in fields and not fields.keys() & {"valid_from", "occurred_at"}:
-        Window(datetime.now(UTC), fields["valid_until"])
+        Window.opening(datetime.now(UTC), fields["valid_until"], "the recording instant")
     with first_write(ctx) as ledger:
         memory = ledger.remember(content, **fields)
     show_memory(settings(ctx).json, "Remembered", memory)

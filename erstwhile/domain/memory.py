@@ -404,14 +404,18 @@ class MemoryDraft(BaseModel):
     def _window_and_kind(self) -> MemoryDraft:
         if self.kind is Kind.EVENT and self.valid_until is not None:
             raise ValueError("an event's window never closes: leave valid_until out")
-        start = self.valid_from or self.occurred_at
-        if start is not None and self.valid_until is not None:
-            Window(start, self.valid_until)
+        if self.valid_from is not None or self.occurred_at is not None:
+            self.window_from(None)
         return self
 
-    def window_from(self, recorded_at: datetime) -> Window:
+    def window_from(self, recorded_at: datetime | None) -> Window:
         """Return the valid window, opening at ``recorded_at`` when no start was given."""
-        return Window(self.valid_from or self.occurred_at or recorded_at, self.valid_until)
+        if self.valid_from is not None:
+            return Window(self.valid_from, self.valid_until)
+        if self.occurred_at is not None:
+            return Window.opening(self.occurred_at, self.valid_until, "occurred_at")
+        assert recorded_at is not None  # asked without one only where a start was given
+        return Window.opening(recorded_at, self.valid_until, "the recording instant")
 
     def claim(self) -> Claim:
         """Return what makes two claims identical (see :func:`claim_of`)."""

@@ -116,6 +116,19 @@ class Window:
                 f"valid_from ({self.start.isoformat()})"
             )
 
+    @classmethod
+    def opening(cls, start: datetime, end: datetime | None, start_is: str) -> Window:
+        """Return the window, its refusal naming where ``start`` came from when it was
+        no ``valid_from`` given (the message quoted one the caller never gave)."""
+        try:
+            return cls(start, end)
+        except ValidationError:
+            assert end is not None  # an open window is never refused
+            raise ValidationError(
+                f"valid_until ({end.isoformat()}) must be later than {start_is} "
+                f"({start.isoformat()}), where the window starts when no valid_from is given"
+            ) from None
+
     def contains(self, instant: datetime) -> bool:
         """Whether the claim holds at ``instant`` (start inclusive, end exclusive)."""
         return self.start <= instant and (self.end is None or instant < self.end)

@@ -169,9 +169,19 @@ def test_window_start_defaults_to_occurred_at_then_to_recording() -> None:
 
 
 def test_valid_until_before_the_recording_instant_is_refused_when_start_defaults() -> None:
+    """The refusal names where the window started: it said ``valid_from (...)``,
+    quoting an instant the writer never gave."""
     draft = parse_draft({"content": "x", "valid_until": "2026-01-01T00:00:00Z"})
-    with pytest.raises(ValidationError, match="later than"):
+    with pytest.raises(ValidationError, match=r"later than the recording instant \(2026-09-01"):
         draft.window_from(datetime(2026, 9, 1, tzinfo=UTC))
+    with pytest.raises(
+        ValidationError, match=r"later than occurred_at \(2026-02-01.*no valid_from"
+    ):
+        parse_draft({"content": "x", "valid_until": "2026-01-01T00:00:00Z",
+                     "occurred_at": "2026-02-01T00:00:00Z"})  # fmt: skip
+    with pytest.raises(ValidationError, match=r"later than valid_from \(2026-03-01[^,]*\)$"):
+        parse_draft({"content": "x", "valid_until": "2026-01-01T00:00:00Z",
+                     "valid_from": "2026-03-01T00:00:00Z", "occurred_at": "2025-01-01T00:00:00Z"})  # fmt: skip
 
 
 def test_json_values_of_every_shape_are_accepted() -> None:
