@@ -244,6 +244,28 @@ def test_long_questions_rank_the_same_however_the_term_sets_are_found(
         assert int(hit.score) == len(set(WORDS) & set(hit.memory.content.split()))
 
 
+def test_a_question_whose_level_holds_many_term_sets_is_ranked_in_parts(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty common words, four to a memory: a level holds hundreds of the sets that
+    occur, one FTS5 query each, and SQLite refused the statement joining more than 500
+    (``too many terms in compound SELECT``). A level is ranked in parts, merged as one
+    statement would rank it (as the same search ranked with parts of 3 sets shows)."""
+    words = [f"{name}word" for name in "abcdefghijklmnopqrst"]
+    rng = random.Random(11)
+    ledger.remember_many({"content": " ".join(rng.sample(words, 4)) + f" item{n}", "kind": "note"}
+                         for n in range(1_000))  # fmt: skip
+    question = " ".join(words)
+    hits = ledger.search(question, limit=30)
+    assert len(hits) == 30 and all(int(hit.score) == 4 for hit in hits)
+    scores = [hit.score for hit in hits]
+    assert scores == sorted(scores, reverse=True)
+    monkeypatch.setattr(recall, "MASKS_PER_STATEMENT", 3)
+    assert [(h.memory.id, h.score) for h in ledger.search(question, limit=30)] == [
+        (h.memory.id, h.score) for h in hits
+    ]
+
+
 def test_the_best_matches_dropped_by_filters_do_not_hide_the_rest(
     open_ledger: OpenLedger,
 ) -> None:
