@@ -505,12 +505,14 @@ class WriteCommands(LedgerCore):
             newer = plan.claim_view(start)
             if plan.policy == "timestamp_wins":
                 stored = candidates(sql, self.namespace, newer, LATEST, self.log.backend.dialect)
+                taken = superseded | set(plan.supersedes)
                 winners = [
                     c.id for c in [*stored, *earlier.meeting(newer)]
-                    if clears_bar(c, newer) and c.id not in superseded | set(plan.supersedes)
+                    if c.id not in taken and clears_bar(c, newer)
                 ]  # fmt: skip
                 plan = replace(plan, supersedes=(*plan.supersedes, *winners))
             superseded.update(plan.supersedes)
+            earlier.retire(plan.supersedes)
             earlier.add(replace(newer, id=new_id, position=place))
             applied.append(plan)
         return applied
@@ -612,25 +614,39 @@ def _first_of_each_key(plans: list[WritePlan]) -> tuple[list[WritePlan], list[in
 
 
 class EarlierClaims:
-    """The claims of a batch's earlier items, found the way stored candidates are: a
-    structured claim by its key, any claim by a shared entity (a structured claim meets
-    another structured one by key alone)."""
+    """The claims of a batch's earlier items still current, found the way stored
+    candidates are: a structured claim by its key, any claim by a shared entity (a
+    structured claim meets another structured one by key alone)."""
 
     def __init__(self) -> None:
-        self.by_key: dict[tuple[str | None, str | None], list[ClaimView]] = {}
-        self.by_entity: dict[str, list[ClaimView]] = {}
+        self.claims: dict[UUID, ClaimView] = {}
+        self.by_key: dict[tuple[str | None, str | None], dict[UUID, ClaimView]] = {}
+        self.by_entity: dict[str, dict[UUID, ClaimView]] = {}
 
     def add(self, claim: ClaimView) -> None:
+        self.claims[claim.id] = claim
         if claim.keyed:
-            self.by_key.setdefault((claim.subject_key, claim.attribute_key), []).append(claim)
+            self.by_key.setdefault((claim.subject_key, claim.attribute_key), {})[claim.id] = claim
         for entity in claim.entities:
-            self.by_entity.setdefault(entity, []).append(claim)
+            self.by_entity.setdefault(entity, {})[claim.id] = claim
+
+    def retire(self, ids: Iterable[UUID]) -> None:
+        """Drop the claims a later item superseded: no longer current, they meet no
+        item after it (kept, each item walked every earlier claim of its key, and a
+        batch revising one value n times took time in n cubed)."""
+        for memory_id in ids:
+            claim = self.claims.pop(memory_id, None)
+            if claim is None:
+                continue
+            self.by_key.get((claim.subject_key, claim.attribute_key), {}).pop(memory_id, None)
+            for entity in claim.entities:
+                self.by_entity[entity].pop(memory_id, None)
 
     def meeting(self, newer: ClaimView) -> list[ClaimView]:
         """The earlier claims that may share ``newer``'s subject, in batch order."""
-        found = {c.id: c for c in self.by_key.get((newer.subject_key, newer.attribute_key), [])
-                 if newer.keyed}  # fmt: skip
+        found = dict(self.by_key.get((newer.subject_key, newer.attribute_key), {})
+                     if newer.keyed else {})  # fmt: skip
         for entity in newer.entities:
-            found.update((c.id, c) for c in self.by_entity.get(entity, [])
+            found.update((c.id, c) for c in self.by_entity.get(entity, {}).values()
                          if not (newer.keyed and c.keyed))  # fmt: skip
         return sorted(found.values(), key=lambda c: c.position)

@@ -1274,6 +1274,32 @@ def test_timestamp_wins_in_one_batch_does_what_the_same_calls_do_one_by_one(
     assert shape([ledger.get(m.id) for m in batch]) == shape(now_one)
 
 
+def test_timestamp_wins_in_one_batch_of_entity_claims_does_what_calls_one_by_one_do(
+    open_ledger: OpenLedger,
+) -> None:
+    """The same for claims without a key, meeting by a shared entity: a claim an
+    earlier item superseded meets no later item (the batch drops it from what later
+    items meet, so a long batch does not walk every earlier claim)."""
+
+    def items(who: str) -> list[dict[str, Any]]:
+        return [{"content": f"{who} works from {city}", "entities": [who], "valid_from": start,
+                 "policy": "timestamp_wins"}
+                for city, start in (("Oslo", JAN), ("Bergen", MAR), ("Tromso", JUL))]  # fmt: skip
+
+    ledger = open_ledger(namespace="acme")
+    one_by_one = [ledger.remember(**item) for item in items("ann")]
+    batch = ledger.remember_many(items("bob"))
+
+    def shape(memories: list[Any]) -> list[tuple[Any, ...]]:
+        place = {m.id: n for n, m in enumerate(memories)}
+        return [(m.state, m.valid_until, [place[i] for i in m.supersedes],
+                 place.get(m.superseded_by)) for m in memories]  # fmt: skip
+
+    assert shape([ledger.get(m.id) for m in batch]) == shape([ledger.get(m.id) for m in one_by_one])
+    assert [m.state for m in (ledger.get(m.id) for m in batch)] == [
+        "superseded", "superseded", "current"]  # fmt: skip
+
+
 def test_timestamp_wins_judges_undated_claims_where_the_log_records_them(
     open_ledger: OpenLedger, clock: ManualClock
 ) -> None:
