@@ -42,6 +42,10 @@ class ProposalsProjection(Projection):
         sql.execute(
             "CREATE INDEX IF NOT EXISTS proposals_open ON proposals (namespace, status, position)"
         )
+        # A hard forget drops the memory's pairs, found from either side: without these,
+        # through every proposal of the store (95 ms a forget at 224,000 proposals).
+        sql.execute("CREATE INDEX IF NOT EXISTS proposals_older ON proposals (older_id)")
+        sql.execute("CREATE INDEX IF NOT EXISTS proposals_newer ON proposals (newer_id)")
 
     def drop(self, sql: Sql) -> None:
         sql.execute("DROP TABLE IF EXISTS proposals")

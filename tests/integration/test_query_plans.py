@@ -210,6 +210,20 @@ def test_a_write_never_walks_the_namespace(
     assert walking(plans) == []
 
 
+def test_a_hard_forget_finds_its_proposals_through_an_index(
+    revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold of a hard forget deletes the proposals pairing the memory: it read every
+    proposal of the store to find them (95 ms a forget with 224,000 proposals, and a
+    purge of 51 took 3.1 s)."""
+    ledger, versions = revised
+    deleting = lambda statement: statement.startswith("DELETE FROM proposals")  # noqa: E731
+    with explained(monkeypatch, wanted=deleting) as plans:
+        ledger.forget(versions[0].id, hard=True)
+    assert plans
+    assert [step for _, steps in plans for step in steps if step.startswith("SCAN")] == []
+
+
 @contextmanager
 def explained_folds(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, list[str]]]]:
     """Record the plan of every statement the projections' folds run on SQLite
