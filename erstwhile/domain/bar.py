@@ -8,9 +8,11 @@ holds, and otherwise stays silent (or, for disagreeing claims, surfaces a confli
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any, Literal
 from uuid import UUID
 
@@ -112,9 +114,10 @@ def contradicts(a: ClaimView, b: ClaimView) -> bool:
 def conflict_sets(claims: Sequence[ClaimView]) -> list[list[ClaimView]]:
     """Group claims into sets connected by contradictions, each in log order.
 
-    Only claims with the same key can contradict, so pairs are compared within each
-    key's claims: comparing every pair of the namespace took 0.85 s for 2,000 live
-    claims and grew with their square."""
+    Only claims with the same key can contradict, so each key's claims are swept in
+    the order their windows open (:func:`_join_contradictions`), never compared pair
+    by pair: comparing every pair took 1.7 s for 1,000 claims of one key that all
+    disagreed, and grew with their square."""
     parent = {c.id: c.id for c in claims}
 
     def root(key: UUID) -> UUID:
@@ -123,19 +126,52 @@ def conflict_sets(claims: Sequence[ClaimView]) -> list[list[ClaimView]]:
             key = parent[key]
         return key
 
+    def join(a: UUID, b: UUID) -> None:
+        parent[root(a)] = root(b)
+
     by_key: dict[tuple[str | None, str | None], list[ClaimView]] = {}
     for claim in claims:
-        if claim.keyed:
+        if claim.keyed and claim.value_json is not None and claim.kind is not Kind.EVENT:
             by_key.setdefault((claim.subject_key, claim.attribute_key), []).append(claim)
     for same_key in by_key.values():
-        for i, a in enumerate(same_key):
-            for b in same_key[i + 1 :]:
-                if contradicts(a, b):
-                    parent[root(a.id)] = root(b.id)
+        _join_contradictions(same_key, join)
     groups: dict[UUID, list[ClaimView]] = {}
     for claim in claims:
         groups.setdefault(root(claim.id), []).append(claim)
     return [sorted(g, key=lambda c: c.position) for g in groups.values() if len(g) > 1]
+
+
+def _join_contradictions(same_key: Sequence[ClaimView], join: Callable[[UUID, UUID], None]) -> None:
+    """Join each claim of one key (each with a value) to those it contradicts, enough
+    to connect the sets.
+
+    The claims are taken in the order their windows open; those still open at a
+    claim's start (``active``) all hold at that instant, so each overlaps it and every
+    other. Among them, two of different values contradict, and two of the same value
+    are joined through any of another value: as soon as the active claims hold two
+    values, they are one set, and a new claim joins it through one member of another
+    value than its own. Only while they hold one value, other than the new claim's,
+    does it join each of them."""
+    ordered = sorted(same_key, key=lambda c: c.window.start)
+    ends: list[tuple[datetime, int, ClaimView]] = []  # active claims by window end
+    values: dict[str, dict[UUID, ClaimView]] = {}  # active claims by value
+    for place, claim in enumerate(ordered):
+        while ends and ends[0][0] <= claim.window.start:
+            _, _, ended = heapq.heappop(ends)
+            values[str(ended.value_json)].pop(ended.id)
+            if not values[str(ended.value_json)]:
+                del values[str(ended.value_json)]
+        # At most one of the active values is the claim's own: the first other is
+        # among the first two.
+        other = next((m for v, m in islice(values.items(), 2) if v != claim.value_json), None)
+        if other is not None and len(values) >= 2:
+            join(claim.id, next(iter(other)))
+        elif other is not None:
+            for member in other:
+                join(claim.id, member)
+        if claim.window.end is not None:
+            heapq.heappush(ends, (claim.window.end, place, claim))
+        values.setdefault(str(claim.value_json), {})[claim.id] = claim
 
 
 def resolve(members: Sequence[ClaimView]) -> tuple[ClaimView, Resolution]:
