@@ -49,7 +49,7 @@ class Curation(LedgerCore):
         # have been archived, forgotten or superseded since the proposal was made.
         with self._read_caught_up(self._proposal_ahead(key)) as sql:
             row = self._proposal_in(sql, key)
-            if row["status"] == "open":  # the other statuses need neither side
+            if row["status"] in ("open", "withdrawn"):  # the others need neither side
                 self.reader.prefetch_state(sql, UUID(row["newer_id"]))  # with the older's
                 older = self.reader.state(sql, UUID(row["older_id"]))
                 newer = self.reader.state(sql, UUID(row["newer_id"]))
@@ -82,7 +82,7 @@ class Curation(LedgerCore):
         # memory's new version looking like the one this rejection was decided on.
         with self._read_caught_up(self._proposal_ahead(key)) as sql:
             row = self._proposal_in(sql, key)
-            if row["status"] == "open":  # the other statuses need neither side
+            if row["status"] in ("open", "withdrawn"):  # the others need neither side
                 self.reader.prefetch_state(sql, UUID(row["newer_id"]))  # with the older's
                 older = self.reader.state(sql, UUID(row["older_id"]))
                 newer = self.reader.state(sql, UUID(row["newer_id"]))

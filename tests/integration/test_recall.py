@@ -963,6 +963,35 @@ def test_both_sides_must_be_current(ledger: Ledger) -> None:
         ledger.accept(open_one.id)
 
 
+def proposal_statuses(ledger: Ledger) -> dict[str, str]:
+    """Every proposal's stored status, by id, read raw."""
+    with ledger.log.backend.read() as sql:
+        sql.execute("SELECT id, status FROM proposals")
+        return {row["id"]: row["status"] for row in sql.fetchall()}
+
+
+def test_a_proposal_whose_side_leaves_current_is_marked_withdrawn(ledger: Ledger) -> None:
+    """Archived, forgotten or superseded, a side never returns to current: its open
+    pairs were left open, and every listing read them again to drop them. They are
+    marked withdrawn, an accepted pair stays accepted, and a rebuild marks the same."""
+    porto = keyed(ledger, "Porto", "Porto", MAR)
+    faro = keyed(ledger, "Faro", "Faro", JUL)
+    lagos = keyed(ledger, "Lagos", "Lagos", "2026-09-01T00:00:00Z")
+    pairs = {(p.older_id, p.newer_id): str(p.id) for p in ledger.proposals()}
+    assert set(pairs) == {(porto.id, faro.id), (porto.id, lagos.id), (faro.id, lagos.id)}
+    ledger.accept(pairs[porto.id, faro.id])  # Faro supersedes Porto
+    ledger.archive(lagos.id)
+    statuses = proposal_statuses(ledger)
+    assert statuses == {pairs[porto.id, faro.id]: "accepted",
+                        pairs[porto.id, lagos.id]: "withdrawn",
+                        pairs[faro.id, lagos.id]: "withdrawn"}  # fmt: skip
+    assert ledger.proposals() == []
+    with pytest.raises(SupersessionRefused, match="not_current"):
+        ledger.accept(pairs[faro.id, lagos.id])
+    ledger.rebuild("proposals")
+    assert proposal_statuses(ledger) == statuses
+
+
 RETIRED = {"archive": "archived", "forget": "forgotten"}
 """The state each command leaves a memory in."""
 
