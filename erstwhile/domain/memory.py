@@ -29,6 +29,7 @@ MAX_CONTENT_BYTES = 64 * 1024
 MAX_METADATA_BYTES = 16 * 1024
 MAX_VALUE_BYTES = 64 * 1024
 MAX_ENTITIES_BYTES = 16 * 1024
+MAX_EVIDENCE_BYTES = 16 * 1024
 """A value and the list of entities, as JSON. Besides keeping a row's size bounded, the
 two limits and content's bound the full-text document made of them (with the labels:
 at most about 150 KiB), which PostgreSQL's ``tsvector`` refuses past 1 MiB: a write
@@ -357,6 +358,12 @@ class MemoryDraft(BaseModel):
             _plain(item, "evidence")
             if not item.strip():
                 raise ValueError("evidence items must not be blank")
+        # Unbounded, a million-character list was a store failure (SQLite: "string or
+        # blob too big"; PostgreSQL: the server closed the connection), or 300 MB stored.
+        if items and len(orjson.dumps(items)) > MAX_EVIDENCE_BYTES:
+            raise ValueError(
+                f"evidence takes more than {MAX_EVIDENCE_BYTES} bytes as JSON (16 KiB)"
+            )
         return items
 
     @field_validator("valid_from", "valid_until", "occurred_at", "extracted_at", mode="before")

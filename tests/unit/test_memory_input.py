@@ -118,6 +118,10 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "entities": {"Berlin": 1}}, "entities must be a list of names, got dict"),
     ({"content": "x", "evidence": 5}, "evidence must be a list of ids or URIs, got int"),
     ({"content": "x", "evidence": [5]}, "evidence items must be ids or URIs"),
+    (
+        {"content": "x", "evidence": [f"https://example.org/{n}" + "x" * 990 for n in range(17)]},
+        "evidence takes more than 16384 bytes",
+    ),
 ]
 
 
