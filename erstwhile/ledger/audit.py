@@ -347,6 +347,11 @@ def _restored(line: dict[str, Any]) -> Restored:
     schema = line.get("schema_version", 1)
     if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
         raise ValueError(f"schema_version must be an integer from 1, got {brief(schema)}")
+    if schema > cls.class_version:  # a later erstwhile's: its data may mean what this cannot
+        raise ValueError(
+            f"schema_version {schema} of {kind} is newer than this erstwhile reads "
+            f"({cls.class_version}): import with the version that exported it"
+        )
     return Restored(
         position=position, recorded_at=to_utc(line["recorded_at"], "recorded_at"),
         actor=_name(line["actor"], "actor"), namespace=_name(line["namespace"], "namespace"),

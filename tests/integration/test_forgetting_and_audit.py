@@ -1856,6 +1856,25 @@ def test_import_refuses_garbage_and_writes_nothing(tmp_path: Path, clock: Manual
         assert event_count(target) == 0
 
 
+def test_import_refuses_a_schema_version_newer_than_it_reads(tmp_path: Path) -> None:
+    """A line from a later erstwhile (``"schema_version": 99``) was imported as the
+    current schema, its data read as this version's."""
+    with Ledger.open(f"sqlite:///{tmp_path}/source.db") as source:
+        source.remember("a note")
+        buffer = io.BytesIO()
+        source.export(buffer)
+    (line,) = buffer.getvalue().splitlines()
+    current = json.loads(line)["schema_version"]
+    newer = line.replace(f'"schema_version":{current}'.encode(), b'"schema_version":99')
+    assert newer != line
+    with Ledger.open(f"sqlite:///{tmp_path}/copy.db") as target:
+        with pytest.raises(ValidationError, match=r"import line 1: .*schema_version 99 of "
+                           r"Asserted is newer than this erstwhile reads"):  # fmt: skip
+            target.import_events([newer])
+        assert target.head() == 0
+        assert target.import_events([line]) == 1
+
+
 @pytest.mark.parametrize("version", [b"true", b"1.0", b'"1"'])
 def test_import_refuses_a_version_that_is_no_integer_and_writes_nothing(
     tmp_path: Path, version: bytes
