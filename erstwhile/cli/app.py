@@ -31,6 +31,7 @@ from erstwhile.cli.output import (
     dump,
     memory_table,
     print_json,
+    printable,
     whole_stdout,
     writing_stdout,
 )
@@ -244,6 +245,8 @@ def fail(message: str, code: int) -> None:
     An empty message means the help was already shown (a group run without a command).
     """
     if message.strip():
-        # Plain text, not rich: rich would wrap a long message onto several lines.
-        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+        # Plain text, not rich: rich would wrap a long message onto several lines. Its
+        # control characters are shown, not obeyed, as the console shows them: a file
+        # name or a URL the user gave may hold an escape sequence.
+        print(f"error: {printable(' '.join(message.split()))}", file=sys.stderr)
     sys.exit(code)

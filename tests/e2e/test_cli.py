@@ -250,6 +250,20 @@ def test_stored_control_characters_are_shown_never_sent_to_the_terminal(tmp_path
     assert "team\u241b[2J" in shown[4].stdout
 
 
+def test_an_error_naming_what_the_user_gave_shows_its_control_characters(
+    tmp_path: Path,
+) -> None:
+    """An error quoting a file name or a store path the user gave (a file that is not
+    there, a store not made yet) printed its escape sequences raw to the terminal."""
+    red = "\x1b[31mRED"
+    run(tmp_path, "remember", "The team uses Supabase", "--subject", "x")
+    failed = run_all(tmp_path, ["import", f"{red}.jsonl"], ["--db", f"{red}.db", "facts", "x"],
+                     ["timeline", "x", "--svg", f"no-such-folder{red}/x.svg"])  # fmt: skip
+    for result in failed:
+        assert failed_cleanly(result, 1), result
+        assert "\x1b" not in result.stderr and "\u241b[31mRED" in result.stderr, result
+
+
 def test_every_field_option_reaches_the_memory(tmp_path: Path) -> None:
     full = run(
         tmp_path, "--json", "--namespace", "acme", "--actor", "planner-bot", "remember",
