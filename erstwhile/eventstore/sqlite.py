@@ -323,18 +323,28 @@ class SQLiteBackend(Backend):
     def listener(self, stop: threading.Event) -> Iterator[Callable[[float], None]]:
         """Poll (see :meth:`Backend.listener`), and fail once the file the store was
         followed in is no longer at its path: its connections would go on reading the
-        deleted (or replaced) file, its lag 0, while writers write elsewhere."""
-        followed = _identity(Path(self.path))
+        deleted (or replaced) file, its lag 0, while writers write elsewhere.
 
-        def wait(seconds: float) -> None:
-            stop.wait(seconds)
-            if not stop.is_set() and _identity(Path(self.path)) != followed:
-                raise StoreUnavailable(
-                    f"{self.path} was deleted or replaced while it was followed; "
-                    "follow the store where it is now"
-                )
+        A connection of its own holds the followed file open meanwhile: once the pool's
+        connections had all closed, a file created at the path after a deletion could
+        get the deleted one's inode back, and pass for it. (A SQLite connection, not a
+        file Python opens: closing that would drop the locks SQLite holds on it.)"""
+        pin = sqlite3.connect(f"{real_path(Path(self.path)).as_uri()}?mode=ro", uri=True)
+        try:
+            pin.execute("PRAGMA schema_version").fetchone()  # opens the file
+            followed = _identity(Path(self.path))
 
-        yield wait
+            def wait(seconds: float) -> None:
+                stop.wait(seconds)
+                if not stop.is_set() and _identity(Path(self.path)) != followed:
+                    raise StoreUnavailable(
+                        f"{self.path} was deleted or replaced while it was followed; "
+                        "follow the store where it is now"
+                    )
+
+            yield wait
+        finally:
+            pin.close()
 
     def files(self) -> tuple[Path, ...]:
         """The database file and the ones SQLite keeps beside it."""

@@ -543,7 +543,8 @@ def test_a_schema_change_that_adds_a_column_replaces_the_table_whole(
     if reopened.log.backend.dialect == "postgresql":
         assert indexes == ["proposals_open"]
         # the primary key's index (and constraint) too, not "proposals__shadow_pkey"
-        assert sorted(every) == ["proposals_open", "proposals_pkey"]
+        assert sorted(every) == ["proposals_newer", "proposals_older", "proposals_open",
+                                 "proposals_pkey"]  # fmt: skip
     open_ledger(namespace="acme")  # and the next opening builds none a second time
     counts = [n for (table, _), n in index_definitions(reopened).items() if table == "proposals"]
     assert counts and set(counts) == {1}
@@ -983,7 +984,7 @@ def test_a_long_read_during_a_swap_holds_up_no_other_read(postgres_url: str) -> 
         end_long_read.set()
         reader.join(timeout=30)
         rebuild.join(timeout=60)
-    assert rebuilt == ["None"]
+    assert rebuilt == [str(["memories", "memory_versions", "search", "proposals"])]
     assert [m.content for m in other.facts("office")] == ["The office is in Lisbon"]
     ledger.close()
     other.close()
