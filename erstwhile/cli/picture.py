@@ -190,7 +190,8 @@ def ruler(axis: Axis, width: int) -> Text:
 
 def legend(axis: Axis | None = None, width: int = 0) -> Text:
     """Return the key of the glyphs and colours, and how to read the picture; with the
-    ``axis`` drawn ``width`` wide, the boundaries whose labels it left out too."""
+    ``axis`` drawn ``width`` wide, every boundary in order too, when it had no room to
+    label them all."""
     text = Text("valid time across, recorded time down; a bar reaching the edge is open.\n")
     for name, style in STYLES.items():
         text.append(GLYPHS[name], style=style)

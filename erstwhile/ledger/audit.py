@@ -84,6 +84,24 @@ class Audit(LedgerCore):
                 pass
         refuse_a_broken_log(report, command, because)
 
+    def _refuse_a_broken_prefix(self, copied: int) -> None:
+        """Refuse a replay whose prefix (up to position ``copied``) does not verify: a
+        break within it (a changed event, a key gone without a hard forget), or events
+        cut from the log's end when the prefix reaches it. A replay's answers are for
+        audits that do not trust the projections; a break after the prefix leaves them
+        as they are."""
+        report = self.verify()
+        if report.ok or report.first_break is None:
+            return
+        head = self.head()
+        cut = report.first_break > head and copied >= head
+        if report.first_break <= copied or cut:
+            refuse_a_broken_log(
+                report,
+                "replay",
+                "since its answers would come from a log changed behind the ledger",
+            )
+
     def replay(
         self, known_at: Instant | None = None, progress: Progress | None = None
     ) -> ReplayLedger:
@@ -92,8 +110,10 @@ class Audit(LedgerCore):
         the ledger knows it now (the clock, but never behind the log). ``progress``
         is called as ``rebuild`` calls it, while the projections are folded.
 
-        Refused (``BrokenLog``) when that prefix of the log does not verify: its
-        answers would come from a log changed behind the ledger's back."""
+        Refused (``StoreUnavailable``) when that prefix of the log does not verify (an
+        event changed, a key gone without a hard forget, or, for a prefix reaching the
+        log's end, events cut from it): its answers would come from a log changed
+        behind the ledger's back."""
         instant = None if known_at is None else to_utc(known_at, "known_at")
         callback(progress, "progress")
         if instant is None:
@@ -105,15 +125,7 @@ class Audit(LedgerCore):
             # As known at the calendar's last instant: the whole log.
             before = None if instant == LAST_INSTANT else instant + _TICK
             copy_log(self.log, scratch, EventFilter(before=before))
-            # Its answers are for audits that do not trust the projections: they must
-            # come from a prefix that verifies (copied verbatim, hashes included).
-            checked, first_break, reason = scratch.verify(keys=False)
-            refuse_a_broken_log(
-                VerifyReport(ok=first_break is None, checked=checked, first_break=first_break,
-                             reason=reason),
-                "replay",
-                "since its answers would come from a log that was changed behind the ledger",
-            )  # fmt: skip
+            self._refuse_a_broken_prefix(scratch.head())
             replayed = ReplayLedger(scratch, namespace=self.namespace, actor=self.actor,
                                     clock=lambda: instant, folder=folder)  # fmt: skip
             replayed.runner.setup()
@@ -130,7 +142,7 @@ class Audit(LedgerCore):
         """Write this namespace's events (or every namespace's) as JSON Lines, content in
         plain text except where it was erased; return how many were written.
 
-        Refused (``BrokenLog``, nothing written) when the log does not verify: an import
+        Refused (``StoreUnavailable``, nothing written) when the log does not verify: an import
         chains the events it restores anew, so the copy of a log changed behind the
         ledger's back would verify."""
         binary_output(out)

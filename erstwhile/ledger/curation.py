@@ -98,13 +98,14 @@ class Curation(LedgerCore):
                     f"proposal {row['id']} was withdrawn: its {side} memory {memory.id} is "
                     f"{memory.state.value}, so there is nothing to reject"
                 )
-        # An accept racing this one supersedes the older memory: then this conflicts.
+        # An accept racing this one supersedes the older memory, another writer may
+        # retire either side: then this conflicts.
         try:
             self._append_one(
                 ProposalRejected(originator_id=UUID(row["id"]), originator_version=1,
                                  older_id=UUID(row["older_id"]), newer_id=UUID(row["newer_id"]),
                                  reason=reason),
-                expect={older.id: older.version},
+                expect={older.id: older.version, newer.id: newer.version},
             )  # fmt: skip
         except ConcurrencyConflict:
             with self._read_caught_up() as sql:

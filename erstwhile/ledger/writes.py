@@ -505,10 +505,10 @@ class WriteCommands(LedgerCore):
             newer = plan.claim_view(start)
             if plan.policy == "timestamp_wins":
                 stored = candidates(sql, self.namespace, newer, LATEST, self.log.backend.dialect)
-                taken = superseded | set(plan.supersedes)
+                named = set(plan.supersedes)
                 winners = [
                     c.id for c in [*stored, *earlier.meeting(newer)]
-                    if c.id not in taken and clears_bar(c, newer)
+                    if c.id not in superseded and c.id not in named and clears_bar(c, newer)
                 ]  # fmt: skip
                 plan = replace(plan, supersedes=(*plan.supersedes, *winners))
             superseded.update(plan.supersedes)

@@ -1155,6 +1155,28 @@ def racing(ledger: Ledger, write: Any) -> None:
     ledger.log.append = first_after_the_other  # type: ignore[method-assign]
 
 
+@pytest.mark.parametrize("side", ["older", "newer"])
+def test_a_reject_racing_an_archive_of_either_side_stores_nothing(
+    open_ledger: OpenLedger, side: str
+) -> None:
+    """A side archived between the reject's reads and its append withdraws the pair:
+    the reject is a conflict, not a ProposalRejected for a withdrawn pair (an archive
+    of the newer side went unseen, only the older's version was expected)."""
+    ledger, rival = open_ledger(namespace="acme"), open_ledger(namespace="acme")
+    pair = {
+        "older": keyed(ledger, "Lisbon", "Lisbon", MAR),
+        "newer": keyed(ledger, "Berlin", "Berlin", JUL),
+    }
+    (proposal,) = ledger.proposals()
+    racing(ledger, lambda: rival.archive(pair[side].id))
+    before = event_count(ledger)
+    with pytest.raises(ConcurrencyConflict):
+        ledger.reject(proposal.id)
+    assert event_count(ledger) == before + 1  # the archive alone
+    with pytest.raises(ValidationError, match="withdrawn"):
+        ledger.reject(proposal.id)
+
+
 @pytest.mark.parametrize("other", ["archive the newer", "reject", "accept"])
 def test_an_accept_or_reject_racing_another_writer_stores_nothing(
     open_ledger: OpenLedger, other: str
