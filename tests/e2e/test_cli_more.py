@@ -254,7 +254,7 @@ def test_import_refuses_an_impossible_log_naming_the_line(move: Move) -> None:
     last = json.loads(lines[-1])
     later = datetime.fromisoformat(last["recorded_at"]) + timedelta(seconds=1)
     ghost = last | {"position": last["position"] + 1, "recorded_at": later.isoformat(),
-                    "type": "Archived", "version": 2, "memory_id": UNKNOWN_ID,
+                    "type": "Archived", "schema_version": 1, "version": 2, "memory_id": UNKNOWN_ID,
                     "data": {"reason": None}}  # fmt: skip
     (move.cwd / "ghost.jsonl").write_text("\n".join([*lines, json.dumps(ghost)]) + "\n")
     refused = run(move.cwd, "--db", "ghost.db", "import", "ghost.jsonl")
