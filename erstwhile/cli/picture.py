@@ -196,9 +196,8 @@ def legend(axis: Axis | None = None, width: int = 0) -> Text:
     for name, style in STYLES.items():
         text.append(GLYPHS[name], style=style)
         text.append(f" {name}  ")
-    unlabelled = [mark for mark, _, at in labelled(axis, width) if at is None] if axis else []
-    if unlabelled:
-        ticks = ", ".join(show_instant(mark) for mark in axis.marks) if axis else ""
+    if axis is not None and any(at is None for _, _, at in labelled(axis, width)):
+        ticks = ", ".join(show_instant(mark) for mark in axis.marks)
         text.append(f"\n╷ boundaries, left to right: {ticks}")
     return text
 

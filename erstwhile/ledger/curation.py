@@ -25,6 +25,7 @@ from erstwhile.ledger.core import LedgerCore
 from erstwhile.projections import (
     recall,
 )
+from erstwhile.projections.reader import MemoryState
 
 
 class Curation(LedgerCore):
@@ -45,18 +46,12 @@ class Curation(LedgerCore):
         """Apply a proposal: the newer memory supersedes the older at its ``valid_from``,
         through every supersession invariant. Returns the newer memory."""
         key = as_id(proposal_id, "proposal_id", noun="proposal")
-        # The proposal and both sides as they stand now, in one snapshot: either side may
-        # have been archived, forgotten or superseded since the proposal was made.
-        with self._read_caught_up(self._proposal_ahead(key)) as sql:
-            row = self._proposal_in(sql, key)
-            if row["status"] in ("open", "withdrawn"):  # the others need neither side
-                self.reader.prefetch_state(sql, UUID(row["newer_id"]))  # with the older's
-                older = self.reader.state(sql, UUID(row["older_id"]))
-                newer = self.reader.state(sql, UUID(row["newer_id"]))
+        row, older, newer = self._proposal_and_sides(key)
         if row["status"] == "rejected":
             raise ValidationError(f"proposal {row['id']} was rejected")
         if row["status"] == "accepted":
             return self.get(row["newer_id"])
+        assert older is not None and newer is not None  # read for the undecided
         check_supersession(
             older.existing.side(), newer.existing.side(), newer.existing.window.start
         )
@@ -77,19 +72,12 @@ class Curation(LedgerCore):
         withdrawn (a side archived, forgotten or superseded since), is refused."""
         reason = optional_text(reason, "reason")
         key = as_id(proposal_id, "proposal_id", noun="proposal")
-        # The proposal and its memories are read in one snapshot: read apart, an accept
-        # committed between the reads left the proposal looking open and the older
-        # memory's new version looking like the one this rejection was decided on.
-        with self._read_caught_up(self._proposal_ahead(key)) as sql:
-            row = self._proposal_in(sql, key)
-            if row["status"] in ("open", "withdrawn"):  # the others need neither side
-                self.reader.prefetch_state(sql, UUID(row["newer_id"]))  # with the older's
-                older = self.reader.state(sql, UUID(row["older_id"]))
-                newer = self.reader.state(sql, UUID(row["newer_id"]))
+        row, older, newer = self._proposal_and_sides(key)
         if row["status"] == "rejected":
             return
         if row["status"] == "accepted":
             raise ValidationError(f"proposal {row['id']} was already accepted")
+        assert older is not None and newer is not None  # read for the undecided
         # A side no longer current never is again: the pair left proposals() for good,
         # and can be neither accepted nor rejected.
         for side, memory in (("older", older), ("newer", newer)):
@@ -149,6 +137,20 @@ class Curation(LedgerCore):
         """What sends a proposal's read ahead, with the check that the projections are
         caught up (see :meth:`_read_caught_up`)."""
         return lambda sql: recall.prefetch_proposal_row(sql, self.namespace, key)
+
+    def _proposal_and_sides(self, key: UUID) -> tuple[Any, MemoryState | None, MemoryState | None]:
+        """A proposal's row and, unless it was decided (accepted or rejected), both its
+        memories as they stand now, all in one snapshot: either side may have been
+        archived, forgotten or superseded since the proposal was made, and read apart,
+        an accept committed between the reads left the proposal looking open and the
+        older memory's new version looking like the one a decision was made on."""
+        with self._read_caught_up(self._proposal_ahead(key)) as sql:
+            row = self._proposal_in(sql, key)
+            if row["status"] not in ("open", "withdrawn"):
+                return row, None, None
+            self.reader.prefetch_state(sql, UUID(row["newer_id"]))  # with the older's
+            older = self.reader.state(sql, UUID(row["older_id"]))
+            return row, older, self.reader.state(sql, UUID(row["newer_id"]))
 
     def _proposal_in(self, sql: Sql, key: UUID) -> Any:
         """One proposal's row, read in an open transaction (``NotFound`` if none)."""
