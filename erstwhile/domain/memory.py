@@ -29,11 +29,12 @@ MAX_CONTENT_BYTES = 64 * 1024
 MAX_METADATA_BYTES = 16 * 1024
 MAX_VALUE_BYTES = 64 * 1024
 MAX_ENTITIES_BYTES = 16 * 1024
-MAX_EVIDENCE_BYTES = 16 * 1024
 """A value and the list of entities, as JSON. Besides keeping a row's size bounded, the
 two limits and content's bound the full-text document made of them (with the labels:
 at most about 150 KiB), which PostgreSQL's ``tsvector`` refuses past 1 MiB: a write
 over it failed there, and one appended without folding left a log no fold could pass."""
+MAX_EVIDENCE_BYTES = 16 * 1024
+"""The list of evidence, as JSON: a row's size bounded, as for entities."""
 MAX_LABEL_CHARS = 1024
 MAX_LABEL_KEY_BYTES = 768
 """A label's comparison form, in UTF-8: indexes hold it beside a namespace and another

@@ -333,16 +333,24 @@ class SQLiteBackend(Backend):
         try:
             pin.execute("PRAGMA schema_version").fetchone()  # opens the file
             followed = _identity(Path(self.path))
+            gone = StoreUnavailable(
+                f"{self.path} was deleted or replaced while it was followed; "
+                "follow the store where it is now"
+            )
 
             def wait(seconds: float) -> None:
                 stop.wait(seconds)
                 if not stop.is_set() and _identity(Path(self.path)) != followed:
-                    raise StoreUnavailable(
-                        f"{self.path} was deleted or replaced while it was followed; "
-                        "follow the store where it is now"
-                    )
+                    raise gone
 
-            yield wait
+            try:
+                yield wait
+            except Exception:
+                # A fold that met the deleted files first fails on them ("disk I/O
+                # error"): what happened is the deletion.
+                if _identity(Path(self.path)) != followed:
+                    raise gone from None
+                raise
         finally:
             pin.close()
 
