@@ -8,6 +8,7 @@ The URL picks the backend: ``sqlite:///path/ledger.db`` or
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from erstwhile.domain.errors import StoreUnavailable
@@ -21,7 +22,7 @@ from erstwhile.eventstore.backend import (
     translated_errors,
 )
 from erstwhile.eventstore.log import ERASED_FINGERPRINT, AppendResult, EventFilter, EventLog
-from erstwhile.eventstore.records import IdempotencyClaim, RecordedEvent
+from erstwhile.eventstore.records import EVENT_COLUMNS, IdempotencyClaim, RecordedEvent
 
 DEFAULT_PATH = "erstwhile.db"
 URL_VARIABLE = "ERSTWHILE_URL"
@@ -105,8 +106,16 @@ def missing_store(url: str | os.PathLike[str] | None = None) -> str | None:
             backend.close()
 
 
-def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
-    """Open (creating tables if needed) the backend a URL names."""
+def open_backend(
+    url: str | os.PathLike[str] | None = None, claimed: Collection[str] = ()
+) -> Backend:
+    """Open (creating tables if needed) the backend a URL names.
+
+    ``claimed`` names the tables the caller will make besides the log's (the
+    projections'): a store that holds no log yet but holds a table of one of those
+    names, or the log's, is another program's, and is refused before anything is
+    created in it (see :func:`refuse_foreign_tables`).
+    """
     resolved = resolve_url(url)
     scheme = resolved.partition("://")[0]
     with translated_errors():
@@ -121,11 +130,42 @@ def open_backend(url: str | os.PathLike[str] | None = None) -> Backend:
                 f"unknown store URL scheme {scheme!r}: use sqlite:///path or postgresql://..."
             )
         try:
+            refuse_foreign_tables(backend, claimed)
             backend.create_tables()
         except BaseException:
             backend.close()
             raise
     return backend
+
+
+def refuse_foreign_tables(backend: Backend, claimed: Collection[str]) -> None:
+    """Refuse a store whose tables another program made under the ledger's names.
+
+    Every table is created ``IF NOT EXISTS``, so a table of the same name made by
+    another program would be taken for the ledger's own: the log's tables would be
+    added beside it and the first write would fail on a missing column, leaving the
+    store changed. So a store without the log must hold none of the names the ledger
+    makes, and a store with one must have the log's columns in it.
+    """
+    with backend.read() as sql:
+        present = backend.names_in_store(sql)
+        if backend.events_table in present:
+            columns = backend.column_names(sql, backend.events_table)
+            missing = [name for name in EVENT_COLUMNS.split(", ") if name not in columns]
+            if missing:
+                raise StoreUnavailable(
+                    f"{backend.where()} holds a table {backend.events_table!r} that is not "
+                    f"an erstwhile log (it has no {', '.join(missing)} column): keep the "
+                    "ledger in another file or schema"
+                )
+            return
+    taken = sorted(present & {*backend.log_tables, *claimed})
+    if taken:
+        raise StoreUnavailable(
+            f"{backend.where()} holds no erstwhile log but already has tables of the "
+            f"names erstwhile makes ({', '.join(taken)}): keep the ledger in another "
+            "file or schema"
+        )
 
 
 def _sqlite_file(url: str | os.PathLike[str] | None, resolved: str) -> Path:

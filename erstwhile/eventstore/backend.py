@@ -315,6 +315,26 @@ class Backend(ABC):
         """The files on this machine that hold the store (none for a server's)."""
         return ()
 
+    @property
+    def log_tables(self) -> tuple[str, ...]:
+        """The tables the log keeps (the projections keep theirs)."""
+        return (self.events_table, "erstwhile_keys", "erstwhile_idempotency", self.tracking_table)
+
+    def where(self) -> str:
+        """The store, to name in a message (SQLite: its file)."""
+        return repr(self.url.removeprefix("sqlite:///"))
+
+    def names_in_store(self, sql: Sql) -> set[str]:
+        """The name of every table, view, index and trigger in the ledger's file
+        (PostgreSQL: of every relation in its schema)."""
+        sql.execute("SELECT name FROM sqlite_master")
+        return {row["name"] for row in sql.fetchall()}
+
+    def column_names(self, sql: Sql, table: str) -> set[str]:
+        """The columns ``table`` has (SQLite; PostgreSQL looks in the ledger's schema)."""
+        sql.execute("SELECT name FROM pragma_table_info(?)", (table,))
+        return {row["name"] for row in sql.fetchall()}
+
     def existing_tables(self, sql: Sql, names: Sequence[str]) -> set[str]:
         """Which of these tables exist (SQLite; PostgreSQL looks in the ledger's schema)."""
         if not names:

@@ -334,6 +334,22 @@ class PostgresBackend(PostgresScrub, Backend):
         sql.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS now")
         return int(sql.fetchone()["now"])
 
+    def names_in_store(self, sql: Sql) -> set[str]:
+        sql.execute(
+            "SELECT c.relname AS name FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ?",
+            (self.datastore.schema,),
+        )
+        return {row["name"] for row in sql.fetchall()}
+
+    def column_names(self, sql: Sql, table: str) -> set[str]:
+        sql.execute(
+            "SELECT column_name AS name FROM information_schema.columns "
+            "WHERE table_schema = ? AND table_name = ?",
+            (self.datastore.schema, table),
+        )
+        return {row["name"] for row in sql.fetchall()}
+
     def existing_tables(self, sql: Sql, names: Sequence[str]) -> set[str]:
         if not names:
             return set()

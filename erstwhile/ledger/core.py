@@ -50,6 +50,7 @@ from erstwhile.projections import (
     ProjectionRunner,
     SearchProjection,
     core_projections,
+    projection_tables,
 )
 from erstwhile.projections.base import Folded, Progress
 from erstwhile.projections.reader import MemoryState
@@ -143,7 +144,7 @@ class LedgerCore:
         actor = check_name(actor if actor is not None else _default_actor(), "actor")
         callback(clock, "clock")
         flag(sync_projections, "sync_projections")
-        backend = open_backend(url)
+        backend = open_backend(url, claimed=projection_tables())
         ledger = cls(
             EventLog(backend),
             namespace=namespace,

@@ -32,6 +32,9 @@ from erstwhile.eventstore.backend import TAGGED, Backend, integrity_errors
 from erstwhile.projections.batch import BufferedSql
 from erstwhile.projections.shadow import SUFFIX, Shadow, WithoutIndexes
 
+REGISTRY_TABLE = "erstwhile_projections"
+"""Each projection's schema version, and the claim of a rebuild running now."""
+
 SWAP_ATTEMPTS = 20
 """How often a rebuild tries to swap its tables in before giving up; all but the last
 give up waiting for the reads in flight soon (about 13 s of tries in all, the waits
@@ -91,6 +94,10 @@ class Projection(ABC):
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
+
+    def names(self) -> tuple[str, ...]:
+        """Every table name the projection's tables take up in a store."""
+        return self.tables
 
     @property
     def keyed_table(self) -> str:
@@ -235,7 +242,7 @@ class ProjectionRunner:
         """
         with translated_errors(), self.backend.write() as sql:
             sql.execute(
-                "CREATE TABLE IF NOT EXISTS erstwhile_projections "
+                f"CREATE TABLE IF NOT EXISTS {REGISTRY_TABLE} "
                 "(name TEXT PRIMARY KEY, version BIGINT NOT NULL)"
             )
             recorded = self._recorded_versions(sql)
@@ -716,7 +723,7 @@ class ProjectionRunner:
         self._drop_claim(sql)
         lapses = self.backend.clock_micros(sql) + int(CLAIM_SECONDS * 1_000_000)
         sql.executemany(
-            "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
+            f"INSERT INTO {REGISTRY_TABLE} (name, version) VALUES (?, ?)",
             [(CLAIM, lapses), (CLAIM_OWNER, token), (CLAIM_PROCESS, this_process())],
         )
 
@@ -726,7 +733,7 @@ class ProjectionRunner:
     @staticmethod
     def _drop_claim(sql: Sql) -> None:
         sql.execute(
-            "DELETE FROM erstwhile_projections WHERE name IN (?, ?, ?)",
+            f"DELETE FROM {REGISTRY_TABLE} WHERE name IN (?, ?, ?)",
             (CLAIM, CLAIM_OWNER, CLAIM_PROCESS),
         )
 
@@ -830,13 +837,13 @@ class ProjectionRunner:
         return self.backend.tracked_position(sql, self._tracking_name(projection))
 
     def _recorded_versions(self, sql: Sql) -> dict[str, int]:
-        sql.execute("SELECT name, version FROM erstwhile_projections")
+        sql.execute(f"SELECT name, version FROM {REGISTRY_TABLE}")
         return {row["name"]: row["version"] for row in sql.fetchall()}
 
     def _record_version(self, sql: Sql, projection: Projection) -> None:
-        sql.execute("DELETE FROM erstwhile_projections WHERE name = ?", (projection.name,))
+        sql.execute(f"DELETE FROM {REGISTRY_TABLE} WHERE name = ?", (projection.name,))
         sql.execute(
-            "INSERT INTO erstwhile_projections (name, version) VALUES (?, ?)",
+            f"INSERT INTO {REGISTRY_TABLE} (name, version) VALUES (?, ?)",
             (projection.name, projection.version),
         )
 

@@ -72,6 +72,8 @@ folded (see :func:`indexed_text`): ``ascii`` splits them at the spaces alone (it
 every other character but an ASCII one for part of a word), ``porter`` stems them."""
 FULL, LIVE, KEYS = "memory_search", "memory_search_live", "memory_search_keys"
 UPKEEP = "memory_search_upkeep"
+FTS5_PARTS = ("data", "idx", "content", "docsize", "config")
+"""The suffixes of the tables FTS5 makes beside each full-text table."""
 PENDING = "memory_search_pending"
 """SQLite: the live index's rows a shadow build has put off (see
 :class:`DeferredLiveWrites`); empty outside a build."""
@@ -464,6 +466,12 @@ class SearchProjection(Projection):
         self.pending = 0
         """PostgreSQL: rows this process added to the GIN pending lists since it last
         merged them (see :meth:`_merge_pending`)."""
+
+    def names(self) -> tuple[str, ...]:
+        """The tables, and on SQLite those FTS5 keeps for each full-text index."""
+        if not self.sqlite:
+            return self.tables
+        return (*self.tables, *(f"{t}_{part}" for t in (FULL, LIVE) for part in FTS5_PARTS))
 
     def create(self, sql: Sql) -> None:
         if not self.sqlite:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -346,6 +347,59 @@ def test_a_postgresql_url_holding_a_nul_is_refused_before_connecting() -> None:
     ):
         with pytest.raises(ValidationError, match=r"holds a NUL character \(%00\)"):
             Ledger.open(url)
+
+
+FOREIGN_TABLES = [
+    ("memories", "CREATE TABLE {schema}memories (id integer PRIMARY KEY, note text)",
+     "holds no erstwhile log but already has tables of the names erstwhile makes "
+     r"\(memories\)"),
+    ("{tracking}", "CREATE TABLE {schema}{tracking} (job integer, note text)",
+     r"already has tables .*\((erstwhile_)?tracking\)"),
+    ("memory_search_data", "CREATE TABLE {schema}memory_search_data (id integer, block text)",
+     r"already has tables .*\(memory_search_data\)"),
+    ("erstwhile_events", "CREATE TABLE {schema}erstwhile_events (position integer, body text)",
+     "holds a table 'erstwhile_events' that is not an erstwhile log "
+     r"\(it has no originator_id, .*, hash column\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("table", "create", "message"), FOREIGN_TABLES)
+def test_a_store_holding_another_programs_table_of_a_ledgers_name_is_refused_unchanged(
+    store_url: str, table: str, create: str, message: str
+) -> None:
+    """Every table is made ``IF NOT EXISTS``: another program's ``memories`` was taken
+    for the ledger's, the log's tables were added beside it, and the first write
+    failed with "no such column: namespace". Now the opening refuses the store, names
+    the table, and leaves the store as it was, the other program's row in it."""
+    postgres = store_url.startswith("postgresql")
+    schema = store_url.partition("?schema=")[2]
+
+    def run(*statements: str) -> list[Any]:
+        if postgres:
+            with psycopg.connect(store_url.partition("?")[0], autocommit=True) as connection:
+                cursors = [connection.execute(s) for s in statements]
+                return [c.fetchall() if c.description else None for c in cursors]
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as connection:
+            found: list[Any] = [connection.execute(s).fetchall() for s in statements]
+        connection.close()
+        return found
+
+    listing = (
+        f"SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        f"WHERE n.nspname = '{schema}' ORDER BY 1"
+        if postgres
+        else "SELECT name FROM sqlite_master ORDER BY 1"
+    )
+    prefix = f"{schema}." if postgres else ""
+    tracking = "erstwhile_tracking" if postgres else "tracking"  # the log's own
+    table, create = table.format(tracking=tracking), create.format(schema=prefix, tracking=tracking)
+    if postgres:
+        run(f"CREATE SCHEMA {schema}")
+    run(create, f"INSERT INTO {prefix}{table} VALUES (7, 'theirs')")
+    before = run(listing, f"SELECT * FROM {prefix}{table}")
+    with pytest.raises(StoreUnavailable, match=message):
+        Ledger.open(store_url)
+    assert run(listing, f"SELECT * FROM {prefix}{table}") == before
 
 
 @pytest.mark.postgres
