@@ -117,7 +117,19 @@ def exact_json(text: str) -> Any:
     except ValidationError as error:
         hint = "; quote it to keep it as text" if "64 bits" in str(error) else ""
         raise typer.BadParameter(f"{error}{hint}") from None
+    json.loads(text, object_pairs_hook=_keys_once)
     return parsed
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members, refusing a key given twice (orjson keeps the last value
+    and drops the other without a word)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise typer.BadParameter(f"the key {key!r} is given twice in one JSON object")
+        seen[key] = value
+    return seen
 
 
 def _is_json(text: str) -> bool:

@@ -116,6 +116,15 @@ def test_json_nested_past_the_parsers_depth_is_a_usage_error() -> None:
         parse_value("[" * 1000 + "]" * 1000)
 
 
+def test_a_key_given_twice_in_a_json_object_is_a_usage_error_not_the_last_one_kept() -> None:
+    """orjson keeps the last of two values of one key; the other was dropped unsaid."""
+    with pytest.raises(typer.BadParameter, match="the key 'a' is given twice"):
+        parse_metadata('{"a": 1, "a": 2}')
+    with pytest.raises(typer.BadParameter, match="the key 'c' is given twice"):
+        parse_value('{"b": [{"c": 1, "d": 2, "c": 1}]}')
+    assert parse_value('[{"a": 1}, {"a": 2}]') == [{"a": 1}, {"a": 2}]  # one key per object
+
+
 def test_metadata_must_be_a_json_object() -> None:
     assert parse_metadata('{"source": "chat", "n": [1]}') == {"source": "chat", "n": [1]}
     for text in ["[1]", "12", '"x"', "{source: chat}", ""]:
