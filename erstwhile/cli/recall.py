@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated
-from uuid import UUID
 
 import typer
 
@@ -28,6 +27,7 @@ from erstwhile.cli.params import (
     parse_kind,
     time_option,
 )
+from erstwhile.domain.ids import parse_id
 from erstwhile.domain.memory import Kind
 
 
@@ -148,7 +148,7 @@ def reject(
     """Reject a proposal for good: the pair is never proposed again."""
     with open_ledger(ctx) as ledger:
         ledger.reject(proposal_id, reason)
-    rejected = str(UUID(proposal_id))  # the ledger accepted it, so it parses
+    rejected = str(parse_id(proposal_id))  # the ledger accepted it, so it parses
     if settings(ctx).json:
         print_json({"rejected": rejected})
     else:

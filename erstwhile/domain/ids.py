@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from datetime import datetime
 from uuid import UUID
 
 from erstwhile.domain.time import to_micros
 
+ID_TEXT = re.compile(
+    r"(?:urn:uuid:)?(\{)?([0-9a-f]{8}(-?)[0-9a-f]{4}\3[0-9a-f]{4}\3[0-9a-f]{4}\3[0-9a-f]{12})"
+    r"(?(1)\})",
+    re.IGNORECASE | re.ASCII,
+)
+"""An id as text: 32 ASCII hex digits, with the four dashes or none, optionally in
+braces or after ``urn:uuid:`` (in any case)."""
+
 UUID_VERSION = 7
 """The version every memory id has (RFC 9562's UUIDv7)."""
 RANDOM_BITS = 74
 """A UUIDv7's bits besides its 48-bit millisecond, version and variant: ``rand_a`` (12)
 and ``rand_b`` (62)."""
+
+
+def parse_id(text: str) -> UUID | None:
+    """Return the id ``text`` spells (surrounding whitespace aside), or ``None``.
+
+    Stricter than ``UUID(text)``, which drops ``urn:``, ``uuid:``, braces and dashes
+    wherever they stand and reads the rest with ``int(..., 16)``: that takes other
+    scripts' digits, underscores and padding, so " 1a2..." named the id "01a2..."."""
+    found = ID_TEXT.fullmatch(text.strip())
+    return UUID(found.group(2)) if found else None
 
 
 def uuid7(instant: datetime, random_bytes: bytes) -> UUID:

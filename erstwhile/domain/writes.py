@@ -19,6 +19,7 @@ import orjson
 from erstwhile.domain.bar import ClaimView
 from erstwhile.domain.errors import NotFound, ValidationError
 from erstwhile.domain.events import Asserted, LedgerEvent, Superseded
+from erstwhile.domain.ids import parse_id
 from erstwhile.domain.memory import (
     Claim,
     Kind,
@@ -141,10 +142,9 @@ def _ids(values: Any) -> tuple[UUID, ...]:
     for value in values:
         if not isinstance(value, str | UUID):
             raise ValidationError(f"supersedes: {value!r} is not a memory id (a UUID or its text)")
-        try:
-            memory_id = value if isinstance(value, UUID) else UUID(value)
-        except ValueError:
-            raise NotFound(f"supersedes: {value!r} is not a memory id") from None
+        memory_id = value if isinstance(value, UUID) else parse_id(value)
+        if memory_id is None:
+            raise NotFound(f"supersedes: {value!r} is not a memory id")
         if memory_id in ids:
             raise ValidationError(f"supersedes names memory {memory_id} twice")
         ids[memory_id] = None

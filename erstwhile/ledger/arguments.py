@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from erstwhile.domain.errors import NotFound, ValidationError, brief
+from erstwhile.domain.ids import parse_id
 from erstwhile.domain.memory import check_text
 
 MAX_SECONDS = int(threading.TIMEOUT_MAX)
@@ -40,10 +41,10 @@ def as_id(value: object, what: str = "memory_id", noun: str = "memory") -> UUID:
     if not isinstance(value, str):
         raise ValidationError(f"{what} must be a {noun} id (a UUID or its text), got "
                               f"{_kind_of(value)} {value!r}")  # fmt: skip
-    try:
-        return UUID(value)
-    except ValueError:
-        raise NotFound(f"{what} {value!r} is not a {noun} id") from None
+    parsed = parse_id(value)
+    if parsed is None:
+        raise NotFound(f"{what} {value!r} is not a {noun} id")
+    return parsed
 
 
 def check_name(value: object, what: str) -> str:

@@ -260,6 +260,39 @@ def test_events_refuses_bad_arguments_at_the_call(seeded: tuple[Ledger, Any, Any
             ledger.events(**arguments)
 
 
+def test_an_id_is_read_in_its_usual_spellings_and_nothing_that_only_looks_like_one(
+    seeded: tuple[Ledger, Any, Any],
+) -> None:
+    """``UUID(text)`` read " 1a2..." (a space for the leading zero) as "01a2...", and
+    other scripts' digits and underscores as hex digits, yet refused ``URN:UUID:`` in
+    capitals and an id pasted with its newline."""
+    ledger, mine, _ = seeded
+    text = str(mine.id)
+    for spelling in (text, text.upper(), f" {text}\n", f"{{{text}}}", text.replace("-", ""),
+                     f"urn:uuid:{text}", f"URN:UUID:{text.upper()}"):  # fmt: skip
+        assert ledger.get(spelling).id == mine.id, spelling
+    arabic_zero = "\u0660"
+    lookalikes = (
+        f" {text[1:]}",  # a space where the leading zero is
+        arabic_zero + text[1:],
+        f"{text[:4]}_{text[5:]}",
+        text[:-1] + "}",
+        f"{{{text}",
+        text.replace("-", "", 2),  # some dashes but not all
+        f"uuid:{text}",
+    )
+    before = answers(ledger)
+    for lookalike in lookalikes:
+        with pytest.raises(NotFound, match="is not a memory id"):
+            ledger.get(lookalike)
+        with pytest.raises(NotFound, match="is not a memory id"):
+            ledger.archive(lookalike)
+        with pytest.raises(NotFound, match=r"supersedes: .* is not a memory id"):
+            ledger.remember("MySQL now", subject="team", attribute="database", value="MySQL",
+                            supersedes=[lookalike])  # fmt: skip
+    assert answers(ledger) == before
+
+
 def test_arguments_are_checked_before_a_no_op(seeded: tuple[Ledger, Any, Any]) -> None:
     """Archiving an archived memory, forgetting a forgotten one and rejecting a rejected
     proposal change nothing, but a bad argument to them is still refused, not ignored."""
