@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
@@ -48,16 +49,18 @@ def as_id(value: object, what: str = "memory_id", noun: str = "memory") -> UUID:
 
 
 def check_name(value: object, what: str) -> str:
-    """Return a namespace or actor name, trimmed: non-empty text without NUL bytes, at
-    most :data:`MAX_NAME_CHARS` characters."""
+    """Return a namespace or actor name trimmed and composed (NFC), so that a name typed
+    on one system and pasted from another is one name: non-empty text without NUL
+    bytes, at most :data:`MAX_NAME_CHARS` characters."""
     if not isinstance(value, str):
         raise ValidationError(f"{what} must be text, not {type(value).__name__}")
-    if not value.strip():
-        raise ValidationError(f"{what} must not be empty")
     check_text(value, what)
-    if len(value) > MAX_NAME_CHARS:
+    name = unicodedata.normalize("NFC", value.strip())
+    if not name:
+        raise ValidationError(f"{what} must not be empty")
+    if len(name) > MAX_NAME_CHARS:
         raise ValidationError(f"{what} is longer than {MAX_NAME_CHARS} characters")
-    return value.strip()
+    return name
 
 
 def optional_text(value: object, what: str) -> str | None:

@@ -199,6 +199,17 @@ def test_open_refuses_bad_names(store_url: str, options: dict[str, str]) -> None
         Ledger.open(store_url, **options)  # type: ignore[arg-type]
 
 
+def test_a_name_is_one_name_however_its_accents_are_encoded(open_ledger: OpenLedger) -> None:
+    """ "café" typed as e + a combining acute (as some systems hand text over) named
+    another namespace than "café" with é: the memory written under one was not there
+    under the other. Names are composed (NFC) and trimmed before their length counts."""
+    composed, decomposed = "caf\u00e9", "cafe\u0301"
+    written = open_ledger(namespace=decomposed, actor=f" {decomposed} ").remember("Hi")
+    reader = open_ledger(namespace=composed)
+    assert reader.namespace == composed and reader.get(written.id).actor == composed
+    assert open_ledger(namespace=" " + "n" * 200 + " ").namespace == "n" * 200
+
+
 def store_made(url: str) -> bool:
     """Whether anything of the store a URL names exists: the SQLite file, or the schema."""
     if url.startswith("sqlite:///"):
