@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
-from uuid import UUID
 
 import typer
 
@@ -34,6 +33,7 @@ from erstwhile.cli.params import (
     parse_policy,
     time_option,
 )
+from erstwhile.domain.ids import parse_id
 from erstwhile.domain.time import Window
 from erstwhile.domain.writes import WritePlan
 from erstwhile.ledger import Ledger, Policy
@@ -147,7 +147,7 @@ def forget(
     with open_ledger(ctx) as ledger:
         ledger.forget(memory_id, hard=hard, reason=reason)
         erased = hard or _erased(ledger, memory_id)
-    forgotten = str(UUID(memory_id))  # the ledger accepted it, so it parses
+    forgotten = str(parse_id(memory_id))  # the ledger accepted it, so it parses
     if settings(ctx).json:
         print_json({"forgotten": forgotten, "hard": erased})
     else:
