@@ -483,6 +483,13 @@ class EventLog:
         row = sql.fetchone()
         return 0 if row is None else int(row["position"])
 
+    def start_now(self, sql: Sql, clock: Callable[[], datetime]) -> datetime:
+        """The instant an append holding the write lock in ``sql``'s transaction starts
+        at: the tip is read first, so on PostgreSQL, where the lock is asked for in the
+        pipeline with the first statements, the clock is read once the lock is held."""
+        tip = self.tip(sql)
+        return _start_after(tip, clock())
+
     def next_start(self, sql: Sql, now: datetime) -> datetime:
         """The instant an append made now would start at, as the log stands in ``sql``'s
         transaction (the append itself, holding the write lock, has the last word)."""

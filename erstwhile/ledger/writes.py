@@ -3,7 +3,7 @@ atomically, and brings the projections up to its own write before returning."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -197,14 +197,27 @@ class WriteCommands(LedgerCore):
                     # statements have run by now, it would only hold the lock longer.
                     made[:] = memories_from_append(appended, self.namespace, links)
 
+        read: list[datetime] = []
+
+        def clock() -> datetime:
+            """The clock as first read under the write lock, at every call: the winners
+            are found again at the very start the append is stamped with."""
+            if not read:
+                read.append(self.now())
+            return read[0]
+
+        def decide_again(sql: Sql) -> None:
+            nonlocal plans
+            plans = self._ahead_of_write(sql, clock, requested, plans, ids, olders)
+
         result = self.log.append(
             lambda start: plan_writes(plans, ids, olders, start),
             actor=self.actor,
             namespace=self.namespace,
-            clock=self.now,
+            clock=clock,
             idempotency=claims,
             then=fold,
-            ahead=lambda sql: self._ahead_of_write(sql, requested, plans, ids),
+            ahead=decide_again,
         )
         if result.replayed:
             return self._replayed(plans, result.replayed)
@@ -448,28 +461,43 @@ class WriteCommands(LedgerCore):
     def _ahead_of_write(
         self,
         sql: Sql,
+        clock: Callable[[], datetime],
         requested: Sequence[WritePlan],
-        planned: Sequence[WritePlan],
+        planned: list[WritePlan],
         ids: Sequence[UUID],
-    ) -> None:
+        olders: dict[UUID, Existing],
+    ) -> list[WritePlan]:
         """At the start of the append's transaction (the write lock held): under
-        ``timestamp_wins``, find the winners again; a memory that became one, or stopped
-        being one, since they were found (another writer's) makes this write a conflict
-        to retry, rather than one that misses it. Then send the reads ahead."""
+        ``timestamp_wins``, find the winners again, at the instant the append will be
+        stamped with (``clock``, read under the lock); return the plans to append. Then
+        send the reads ahead.
+
+        Where the winners differ from those found before the lock (another writer's
+        memory became one or stopped being one, or the clock moved past a window's
+        edge), the write is decided again on the log as it stands: the new winners'
+        states are read here, into ``olders``. (Until 2026-12-05 that was a
+        ``ConcurrencyConflict`` naming another writer, even where only the clock had
+        moved; and the winners were found at one reading of the clock and the window
+        stored at the next, so a winner could end before the window it was superseded
+        at, refused as ``no_overlap``, or a memory meeting the bar be left current and
+        proposed.)"""
         if any(p.policy == "timestamp_wins" for p in requested) and not self._retried(
             sql, requested
         ):
             # What writers that leave folding to a follower appended meanwhile is in
             # the log only: fold it first, in this transaction.
             self.runner.fold_to_tip(sql)
-            again = self._apply_policies(sql, requested, ids, self.log.next_start(sql, self.now()))
+            again = self._apply_policies(sql, requested, ids, self.log.start_now(sql, clock))
             if [p.supersedes for p in again] != [p.supersedes for p in planned]:
-                raise ConcurrencyConflict(
-                    "another writer changed what this write would supersede; nothing was "
-                    "stored (retry)"
-                )
+                own = set(ids)
+                for plan in again:
+                    for older_id in plan.supersedes:
+                        if older_id not in own and older_id not in olders:
+                            olders[older_id] = self.reader.state(sql, older_id).existing
+                planned = again
         self._ahead_of_append(sql)
         self._prefetch_candidates(sql, planned, ids)
+        return planned
 
     def _prefetch_candidates(
         self, sql: Sql, plans: Sequence[WritePlan], ids: Sequence[UUID]

@@ -1251,22 +1251,55 @@ def test_a_reject_racing_an_accept_between_its_reads_stores_nothing(
 
 
 @pytest.mark.parametrize("rival_folds", [True, False])
-def test_timestamp_wins_racing_a_new_candidate_is_a_conflict(
+def test_timestamp_wins_supersedes_a_candidate_another_writer_asserted_meanwhile(
     open_ledger: OpenLedger, rival_folds: bool
 ) -> None:
     """The winners are found again under the write lock: a memory another writer
-    asserted meanwhile that would have been superseded makes this write a conflict to
-    retry (stored nothing), and the retry supersedes it; also when that writer left its
+    asserted meanwhile that clears the bar is superseded by the same write (until
+    2026-12-05 the write was a conflict to retry); also when that writer left its
     memory for a follower to fold."""
     ledger = open_ledger(namespace="acme")
     rival = open_ledger(namespace="acme", sync_projections=rival_folds)
+    lisbon = keyed(ledger, "Lisbon", "Lisbon", MAR)
     racing(ledger, lambda: keyed(rival, "Porto", "Porto", APR))
     before = event_count(ledger)
-    with pytest.raises(ConcurrencyConflict):
-        keyed(ledger, "Berlin", "Berlin", JUL, policy="timestamp_wins")
-    assert event_count(ledger) == before + 1  # the rival's Porto alone
     berlin = keyed(ledger, "Berlin", "Berlin", JUL, policy="timestamp_wins")
-    assert [ledger.get(i).value for i in berlin.supersedes] == ["Porto"]
+    assert [ledger.get(i).value for i in berlin.supersedes] == ["Lisbon", "Porto"]
+    assert event_count(ledger) == before + 4  # Porto; Berlin and both supersessions
+    assert ledger.get(lisbon.id).superseded_by == berlin.id
+    assert [m.value for m in ledger.facts("me", "city")] == ["Berlin"]
+    assert ledger.proposals() == []
+
+
+@pytest.mark.parametrize("offset", [0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4])
+@pytest.mark.parametrize("edge", ["older ends", "older opens"])
+def test_timestamp_wins_finds_its_winners_at_the_instant_it_is_stamped_with(
+    open_ledger: OpenLedger, clock: ManualClock, offset: float, edge: str
+) -> None:
+    """An undated claim under ``timestamp_wins``, with a clock that moves a second at
+    each reading, beside an older claim whose window ends or opens a few readings
+    ahead. The winners were found at one reading and the window stored at the next:
+    an older claim ending in between was refused as ``no_overlap`` for a write that
+    named nothing, or made it a ``ConcurrencyConflict`` naming another writer; one
+    opening in between was left current and then proposed as the pair it was. Now the
+    write is judged at the window it stores."""
+    start = clock()
+
+    def ticking() -> Any:
+        return clock.advance(seconds=1)
+
+    ledger = open_ledger(namespace="acme", clock=ticking)
+    edge_at = clock() + timedelta(seconds=offset)
+    window = {"valid_until": edge_at} if edge == "older ends" else {"valid_from": edge_at}
+    older = ledger.remember("Uses MySQL", subject="team", attribute="db", value="MySQL",
+                            **({"valid_from": start - timedelta(days=1)} | window))  # fmt: skip
+    newer = ledger.remember("Uses Postgres", subject="team", attribute="db", value="Postgres",
+                            policy="timestamp_wins")  # fmt: skip
+    overlaps = older.valid_until is None or older.valid_until > newer.valid_from
+    clears = overlaps and older.valid_from < newer.valid_from  # the bar, at the stored window
+    assert newer.supersedes == ([older.id] if clears else [])
+    assert ledger.get(older.id).state == ("superseded" if clears else "current")
+    assert ledger.proposals() == []  # a pair that clears the bar is superseded, not proposed
 
 
 def test_a_retry_racing_its_first_attempt_returns_the_first_result(
