@@ -19,7 +19,6 @@ from rich.table import Table
 from rich.text import Text
 
 from erstwhile.cli.output import show_instant, show_value
-from erstwhile.domain.time import LAST_INSTANT
 
 if TYPE_CHECKING:
     from erstwhile.domain.views import Rectangle
@@ -44,13 +43,20 @@ COLOURS = {
 
 @dataclass(frozen=True)
 class Axis:
-    """The common valid-time axis: ``start`` at the left edge, ``end`` at the right.
+    """The common valid-time axis: ``start`` at the left edge, ``length`` of valid time
+    across.
 
     ``marks`` are the window boundaries the versions have, in order.
     """
 
     start: datetime
-    end: datetime
+    length: timedelta
+    """A ninth more than the boundaries span, so that only open windows reach the right
+    edge. A length, not an end: where the last boundary is near the calendar's end
+    (9999-12-31, the usual "until further notice"), the edge lies past the last instant
+    a datetime holds, and a window closed there stops short of it all the same (until
+    2026-12-05 the edge was put at that last instant, and such a window was drawn as
+    open)."""
     marks: tuple[datetime, ...]
 
     @classmethod
@@ -59,16 +65,13 @@ class Axis:
         marks = sorted({t for r in rectangles for t in (r.valid_from, r.valid_until) if t})
         low, high = (marks[0], marks[-1]) if marks else (rectangles[0].recorded_from,) * 2
         span = max(high - low, timedelta(days=1))
-        room = span + span / 8
-        # A window may end at the calendar's last day.
-        end = low + room if LAST_INSTANT - low > room else LAST_INSTANT
-        return cls(low, end, tuple(marks))
+        return cls(low, span + span / 8, tuple(marks))
 
     def fraction(self, instant: datetime | None, *, missing: float) -> float:
         """Where ``instant`` falls, from 0 (left) to 1 (right); ``missing`` when None."""
         if instant is None:
             return missing
-        return min(1.0, max(0.0, (instant - self.start) / (self.end - self.start)))
+        return min(1.0, max(0.0, (instant - self.start) / self.length))
 
     def cells(self, rectangle: Rectangle, width: int) -> tuple[int, int]:
         """Return the half-open range of ``width`` cells a version's window covers."""

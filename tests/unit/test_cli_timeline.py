@@ -59,7 +59,7 @@ def test_the_label_is_the_value_else_the_content_on_one_short_line() -> None:
 def test_the_axis_spans_every_boundary_with_room_for_open_windows() -> None:
     found = the_move()
     axis = Axis.spanning(found)
-    assert axis.start == day("2026-03-01") and axis.end > day("2026-09-01")
+    assert axis.start == day("2026-03-01") and axis.start + axis.length > day("2026-09-01")
     assert axis.marks == (day("2026-03-01"), day("2026-07-01"), day("2026-09-01"))
     gcp = found[-1]
     assert axis.cells(gcp, 40)[1] == 40  # open-ended: to the edge
@@ -155,14 +155,20 @@ def test_the_svg_is_well_formed_and_escapes_every_text() -> None:
     assert len(bars) == len(found)
 
 
-def test_a_window_ending_at_the_calendars_end_is_drawn() -> None:
-    """9999-12-31 is the usual "until further notice": the axis stops at the last
-    instant there is instead of reaching past it."""
+def test_a_window_ending_at_the_calendars_end_is_drawn_closed() -> None:
+    """9999-12-31 is the usual "until further notice": the axis may reach past the last
+    instant there is, and a window closed there stops short of the edge that only
+    open windows reach (it was drawn to the edge, as an open one)."""
     forever = version(AWS, "active", "2026-01-01", 1, valid_until=day("9999-12-31"))
-    axis = Axis.spanning([forever])
-    assert axis.end == datetime.max.replace(tzinfo=UTC)
-    assert axis.cells(forever, 40) == (0, 40)
+    open_ended = version(SUPABASE, "open", "2026-01-01", 2)
+    last = version(SUPABASE, "last", "2026-01-01", 3, valid_until=datetime.max.replace(tzinfo=UTC))
+    axis = Axis.spanning([forever, open_ended, last])
+    assert axis.cells(open_ended, 40) == (0, 40)
+    assert axis.cells(forever, 40) == axis.cells(last, 40) == (0, 36)
     console = Console(file=io.StringIO(), width=120)
-    console.print(draw("acme", [forever], axis, 120))
+    console.print(draw("acme", [forever, open_ended], axis, 120))
     assert "active" in console.file.getvalue()  # type: ignore[attr-defined]
-    ElementTree.fromstring(svg_document("acme", [forever], axis))
+    root = ElementTree.fromstring(svg_document("acme", [forever, open_ended], axis))
+    widths = [float(r.get("width", 0)) for r in root.iter("{http://www.w3.org/2000/svg}rect")
+              if r.find("{http://www.w3.org/2000/svg}title") is not None]  # fmt: skip
+    assert widths[0] < widths[1]  # the closed window's bar is the shorter
