@@ -315,6 +315,9 @@ class SQLiteBackend(Backend):
             raise StoreUnavailable(f"{path} is a directory: name a file in it (sqlite:///{inside})")
         self.url = f"sqlite:///{path}"
         self.path = path
+        self.opened_as: tuple[int, int] | None = None
+        """The file's device and inode once the tables exist: a follower follows that
+        file, even when it is deleted before the follower starts."""
         self.datastore = LedgerSQLiteDatastore(path)
         self.recorder = LedgerSQLiteRecorder(self.datastore)
         self.tracker = SQLiteTrackingRecorder(self.datastore)
@@ -329,14 +332,23 @@ class SQLiteBackend(Backend):
         connections had all closed, a file created at the path after a deletion could
         get the deleted one's inode back, and pass for it. (A SQLite connection, not a
         file Python opens: closing that would drop the locks SQLite holds on it.)"""
-        pin = sqlite3.connect(f"{real_path(Path(self.path)).as_uri()}?mode=ro", uri=True)
+        gone = StoreUnavailable(
+            f"{self.path} was deleted or replaced while it was followed; "
+            "follow the store where it is now"
+        )
+        followed = self.opened_as or _identity(Path(self.path))
         try:
+            pin = sqlite3.connect(f"{real_path(Path(self.path)).as_uri()}?mode=ro", uri=True)
             pin.execute("PRAGMA schema_version").fetchone()  # opens the file
-            followed = _identity(Path(self.path))
-            gone = StoreUnavailable(
-                f"{self.path} was deleted or replaced while it was followed; "
-                "follow the store where it is now"
-            )
+        except (sqlite3.Error, OSError):
+            # Deleted between the opening and now: the follower may have said it
+            # follows already.
+            if _identity(Path(self.path)) != followed:
+                raise gone from None
+            raise
+        try:
+            if _identity(Path(self.path)) != followed:
+                raise gone
 
             def wait(seconds: float) -> None:
                 stop.wait(seconds)
@@ -375,6 +387,7 @@ class SQLiteBackend(Backend):
                 "INSERT INTO tracking (application_name, notification_id) "
                 "VALUES ('__migration__', 1) ON CONFLICT DO NOTHING"
             )
+        self.opened_as = _identity(Path(self.path))
 
     @contextmanager
     def write(self, durable: bool = True, bulk: bool = False) -> Iterator[Sql]:

@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 
-from erstwhile import Conflict, Hit, Ledger, Memory, Proposal
+from erstwhile import Conflict, Hit, Ledger, Memory, Proposal, StoreUnavailable
 from tests.e2e.test_cli import ERSTWHILE, UNKNOWN_ID, Result, failed_cleanly, run, run_all
 
 DB = ["--db", "move.db"]
@@ -631,6 +631,21 @@ def test_a_follower_whose_store_file_is_deleted_says_so(tmp_path: Path) -> None:
         follower.kill()
     assert follower.returncode == 1
     assert said.startswith("error: erstwhile.db was deleted or replaced while it was followed")
+
+
+def test_a_follower_whose_store_is_deleted_before_it_starts_following_says_so(
+    tmp_path: Path,
+) -> None:
+    """The command says it follows before the follower starts: a file deleted then,
+    before the follower held it open, failed with "unable to open database file"."""
+    store = tmp_path / "erstwhile.db"
+    with Ledger.open(store) as ledger:
+        ledger.remember("The team uses Supabase", subject="team")
+    with Ledger.open(store, sync_projections=False) as follower:
+        for file in tmp_path.glob("erstwhile.db*"):
+            file.unlink()
+        with pytest.raises(StoreUnavailable, match="was deleted or replaced while it was"):
+            follower.follow(poll=0.05)
 
 
 def test_a_poll_no_follower_can_wait_is_a_usage_error(move: Move) -> None:
