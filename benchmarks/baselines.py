@@ -92,8 +92,8 @@ class RawStore(ABC):
     """The bare driver's connection (sqlite3's or psycopg's), in autocommit."""
     mark: str
     """The driver's parameter placeholder."""
-    scrub: str
-    """The statement that clears erased text from the store's files."""
+    scrub: tuple[str, ...]
+    """The statements that clear erased text from the store's files."""
 
     @abstractmethod
     def commit_one(self, row: RawRow) -> None:
@@ -156,7 +156,8 @@ class RawStore(ABC):
         files once: a plain table's purge."""
         for subject, attribute in keys:
             self.connection.execute(ERASE.format(self.mark, OPEN_END), (subject, attribute))
-        self.connection.execute(self.scrub)
+        for statement in self.scrub:
+            self.connection.execute(statement)
 
     @abstractmethod
     def load_documents(self, texts: Iterable[str]) -> None:
@@ -222,7 +223,7 @@ class RawSQLite(RawStore):
     (as the ledger's store), autocommit."""
 
     mark = "?"
-    scrub = "PRAGMA wal_checkpoint(TRUNCATE)"
+    scrub = ("VACUUM", "PRAGMA wal_checkpoint(TRUNCATE)")  # see SQLiteBackend.scrub
 
     def __init__(self, path: str) -> None:
         self.connection = sqlite3.connect(path, isolation_level=None)
@@ -291,7 +292,7 @@ class RawPostgres(RawStore):
     """Plain tables in one PostgreSQL schema, through a psycopg autocommit connection."""
 
     mark = "%s"
-    scrub = "VACUUM raw_facts"
+    scrub = ("VACUUM raw_facts",)
 
     def __init__(self, url: str, schema: str) -> None:
         self.connection = psycopg.connect(url, autocommit=True)

@@ -27,12 +27,12 @@ merges both full-text indexes whole), so they take tens to hundreds of milliseco
 RETIRE = "raw UPDATE closing the subject's current row (recorded_until) + COMMIT"
 ERASE = {
     "sqlite": "raw UPDATE wiping the current row's text + COMMIT (secure_delete=ON), "
-    "then wal_checkpoint(TRUNCATE)",
+    "then VACUUM and wal_checkpoint(TRUNCATE)",
     "postgres": "raw UPDATE wiping the current row's text (autocommit), then VACUUM of the table",
 }
 PURGE = {
     "sqlite": "raw UPDATE wiping each row's text + COMMIT (secure_delete=ON), then one "
-    "wal_checkpoint(TRUNCATE)",
+    "VACUUM and wal_checkpoint(TRUNCATE)",
     "postgres": "raw UPDATE wiping each row's text (autocommit), then one VACUUM of the table",
 }
 
