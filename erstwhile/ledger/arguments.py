@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-import unicodedata
 from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
@@ -49,13 +48,14 @@ def as_id(value: object, what: str = "memory_id", noun: str = "memory") -> UUID:
 
 
 def check_name(value: object, what: str) -> str:
-    """Return a namespace or actor name trimmed and composed (NFC), so that a name typed
-    on one system and pasted from another is one name: non-empty text without NUL
-    bytes, at most :data:`MAX_NAME_CHARS` characters."""
+    """Return a namespace or actor name, trimmed: non-empty text without NUL bytes, at
+    most :data:`MAX_NAME_CHARS` characters once trimmed. Not otherwise normalised: a
+    name is an identifier, compared as written, so the memories a store holds under a
+    name stay reachable under it (see decisions.md)."""
     if not isinstance(value, str):
         raise ValidationError(f"{what} must be text, not {type(value).__name__}")
     check_text(value, what)
-    name = unicodedata.normalize("NFC", value.strip())
+    name = value.strip()
     if not name:
         raise ValidationError(f"{what} must not be empty")
     if len(name) > MAX_NAME_CHARS:
