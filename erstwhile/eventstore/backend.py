@@ -325,15 +325,16 @@ class Backend(ABC):
         return repr(self.url.removeprefix("sqlite:///"))
 
     def names_in_store(self, sql: Sql) -> set[str]:
-        """The name of every table, view, index and trigger in the ledger's file
-        (PostgreSQL: of every relation in its schema)."""
+        """The name of every table, view, index and trigger in the ledger's file, in
+        lower case: SQLite's names ignore case, so ``Memories`` takes up ``memories``
+        (PostgreSQL: of every relation in its schema, as they are)."""
         sql.execute("SELECT name FROM sqlite_master")
-        return {row["name"] for row in sql.fetchall()}
+        return {row["name"].lower() for row in sql.fetchall()}
 
     def column_names(self, sql: Sql, table: str) -> set[str]:
         """The columns ``table`` has (SQLite; PostgreSQL looks in the ledger's schema)."""
         sql.execute("SELECT name FROM pragma_table_info(?)", (table,))
-        return {row["name"] for row in sql.fetchall()}
+        return {row["name"].lower() for row in sql.fetchall()}
 
     def existing_tables(self, sql: Sql, names: Sequence[str]) -> set[str]:
         """Which of these tables exist (SQLite; PostgreSQL looks in the ledger's schema)."""

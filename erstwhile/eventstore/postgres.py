@@ -343,9 +343,13 @@ class PostgresBackend(PostgresScrub, Backend):
         return {row["name"] for row in sql.fetchall()}
 
     def column_names(self, sql: Sql, table: str) -> set[str]:
+        # The catalog, not information_schema, which lists only the columns this role
+        # may use: a role without rights on the log would be told it is no log.
         sql.execute(
-            "SELECT column_name AS name FROM information_schema.columns "
-            "WHERE table_schema = ? AND table_name = ?",
+            "SELECT a.attname AS name FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = ? AND c.relname = ? AND a.attnum > 0 AND NOT a.attisdropped",
             (self.datastore.schema, table),
         )
         return {row["name"] for row in sql.fetchall()}

@@ -404,6 +404,7 @@ FOREIGN_TABLES = [
      r"already has tables .*\((erstwhile_)?tracking\)"),
     ("memory_search_data", "CREATE TABLE {schema}memory_search_data (id integer, block text)",
      r"already has tables .*\(memory_search_data\)"),
+    ("Proposals", 'CREATE TABLE {schema}"Proposals" (id integer, note text)', None),
     ("erstwhile_events", "CREATE TABLE {schema}erstwhile_events (position integer, body text)",
      "holds a table 'erstwhile_events' that is not an erstwhile log "
      r"\(it has no originator_id, .*, hash column\)"),
@@ -412,7 +413,7 @@ FOREIGN_TABLES = [
 
 @pytest.mark.parametrize(("table", "create", "message"), FOREIGN_TABLES)
 def test_a_store_holding_another_programs_table_of_a_ledgers_name_is_refused_unchanged(
-    store_url: str, table: str, create: str, message: str
+    store_url: str, table: str, create: str, message: str | None
 ) -> None:
     """Every table is made ``IF NOT EXISTS``: another program's ``memories`` was taken
     for the ledger's, the log's tables were added beside it, and the first write
@@ -442,11 +443,15 @@ def test_a_store_holding_another_programs_table_of_a_ledgers_name_is_refused_unc
     table, create = table.format(tracking=tracking), create.format(schema=prefix, tracking=tracking)
     if postgres:
         run(f"CREATE SCHEMA {schema}")
-    run(create, f"INSERT INTO {prefix}{table} VALUES (7, 'theirs')")
-    before = run(listing, f"SELECT * FROM {prefix}{table}")
-    with pytest.raises(StoreUnavailable, match=message):
-        Ledger.open(store_url)
-    assert run(listing, f"SELECT * FROM {prefix}{table}") == before
+    quoted = f'{prefix}"{table}"'
+    run(create, f"INSERT INTO {quoted} VALUES (7, 'theirs')")
+    before = run(listing, f"SELECT * FROM {quoted}")
+    if message is None and postgres:  # "Proposals" is not proposals there: no clash
+        Ledger.open(store_url).close()
+        return
+    with pytest.raises(StoreUnavailable, match=message or r"already has tables .*\(proposals\)"):
+        Ledger.open(store_url)  # SQLite's names ignore case: "Proposals" is proposals
+    assert run(listing, f"SELECT * FROM {quoted}") == before
 
 
 @pytest.mark.postgres
