@@ -462,17 +462,27 @@ class SQLiteBackend(Backend):
         stays readable there (1 hard forget in about 300 left one; a purge of 2,500
         memories left 16). ``VACUUM`` writes every page anew from the live rows alone.
         The checkpoint moves the new pages home and empties the ``-wal`` file, which
-        held the old ones. Both wait (in the busy handler) for writers and for readers
-        whose snapshot still needs the old pages, and the checkpoint asks again while
-        another connection runs one (SQLite says "busy" at once then); if they cannot
-        finish within :attr:`scrub_wait_seconds`, ``StoreUnavailable`` says so.
+        held the old ones. Each waits up to :attr:`scrub_wait_seconds` of its own (in
+        the busy handler): the ``VACUUM`` for a writer holding the lock, the checkpoint
+        for readers whose snapshot still needs the old pages, asking again while
+        another connection runs one (SQLite says "busy" at once then); past it,
+        ``StoreUnavailable`` says which step did not finish.
         """
-        deadline = time.monotonic() + self.scrub_wait_seconds
         with self.datastore.get_connection(commit=True) as connection:
             raw = connection._sqlite_conn
             try:
                 raw.execute(f"PRAGMA busy_timeout={int(self.scrub_wait_seconds * 1000)}")
-                raw.execute("VACUUM")
+                try:
+                    raw.execute("VACUUM")
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) and "busy" not in str(error):
+                        raise
+                    raise StoreUnavailable(
+                        f"the file could not be rewritten within {self.scrub_wait_seconds:g} "
+                        "s (another connection kept the write lock), so copies of the "
+                        "erased rows may stay in it"
+                    ) from None
+                deadline = time.monotonic() + self.scrub_wait_seconds
                 while True:
                     left = max(deadline - time.monotonic(), 0.0)
                     raw.execute(f"PRAGMA busy_timeout={int(left * 1000)}")

@@ -754,6 +754,39 @@ def test_a_purge_leaves_no_copy_a_page_split_made_in_the_sqlite_file(sqlite_url:
     assert all(m.content.encode() in data for m in made if m.id in kept)  # the scan sees
 
 
+def test_a_hard_forget_whose_file_cannot_be_rewritten_says_which_step_waited(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection taking SQLite's write lock once the forget committed, and
+    keeping it past the wait, keeps the scrub's VACUUM from rewriting the file: the
+    forget says so, not that a reader kept the WAL (the two steps shared one wait, and
+    the checkpoint's message was given either way); forgetting it again, once the lock
+    is free, scrubs the files."""
+    ledger = Ledger.open(sqlite_url, namespace="acme", actor="tester")
+    holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    with closing(ledger), closing(holder):
+        ledger.log.backend.scrub_wait_seconds = 0.3
+        secret, needles = forgettable(sqlite_url, ledger)
+        backend, scrub = type(ledger.log.backend), type(ledger.log.backend).scrub
+
+        def scrub_behind_a_writer(self: Any) -> None:
+            holder.execute("BEGIN IMMEDIATE")
+            try:
+                scrub(self)
+            finally:
+                holder.execute("ROLLBACK")
+
+        monkeypatch.setattr(backend, "scrub", scrub_behind_a_writer)
+        with pytest.raises(StoreUnavailable, match=r"could not be rewritten .* write lock"):
+            ledger.forget(secret.id, hard=True)
+        monkeypatch.undo()
+        with pytest.raises(NotFound):
+            ledger.get(secret.id)
+        assert tuples_holding(sqlite_url, needles) != []  # the files are not scrubbed yet
+        ledger.forget(secret.id, hard=True)
+        assert tuples_holding(sqlite_url, needles) == []
+
+
 def test_a_hard_forget_waits_for_an_older_snapshot_before_it_scrubs(
     store_url: str, open_ledger: OpenLedger
 ) -> None:
