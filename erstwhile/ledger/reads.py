@@ -114,7 +114,7 @@ class Queries(LedgerCore):
             since=optional_utc(since, "since"),
             before=optional_utc(before, "before"),
             memory_id=as_id(memory_id, "memory_id") if memory_id is not None else None,
-            actor=actor,
+            actor=actor.strip() if actor is not None else None,  # as the ledger stores it
             namespace=self.namespace,
         )
         return self._logged(selection)

@@ -658,6 +658,7 @@ def test_events_stream_with_filters(open_ledger: OpenLedger, clock: ManualClock)
     assert [e.position for e in planner.events(after=1, until=2)] == [2]
     assert [e.memory_id for e in planner.events(memory_id=b.id)] == [b.id, b.id]
     assert [e.type for e in planner.events(actor="executor")] == ["Asserted"]
+    assert [e.type for e in planner.events(actor=" executor\n")] == ["Asserted"]  # as stored
     since = logged[1].recorded_at
     assert [e.position for e in planner.events(since=since)] == [2, 3]
     assert [e.position for e in planner.events(before=since)] == [1]
