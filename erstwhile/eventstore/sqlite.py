@@ -337,18 +337,8 @@ class SQLiteBackend(Backend):
             "follow the store where it is now"
         )
         followed = self.opened_as or _identity(Path(self.path))
+        pin = self._pin(followed, gone)
         try:
-            pin = sqlite3.connect(f"{real_path(Path(self.path)).as_uri()}?mode=ro", uri=True)
-            pin.execute("PRAGMA schema_version").fetchone()  # opens the file
-        except (sqlite3.Error, OSError):
-            # Deleted between the opening and now: the follower may have said it
-            # follows already.
-            if _identity(Path(self.path)) != followed:
-                raise gone from None
-            raise
-        try:
-            if _identity(Path(self.path)) != followed:
-                raise gone
 
             def wait(seconds: float) -> None:
                 stop.wait(seconds)
@@ -365,6 +355,28 @@ class SQLiteBackend(Backend):
                 raise
         finally:
             pin.close()
+
+    def _pin(self, followed: tuple[int, int] | None, gone: StoreUnavailable) -> sqlite3.Connection:
+        """A read-only connection holding the followed file open; ``gone`` when the file
+        at the path is no longer the one opened (deleted between the opening and now,
+        when the follower may have said it follows already)."""
+        try:
+            pin = sqlite3.connect(f"{real_path(Path(self.path)).as_uri()}?mode=ro", uri=True)
+        except (sqlite3.Error, OSError):
+            if _identity(Path(self.path)) != followed:
+                raise gone from None
+            raise
+        try:
+            pin.execute("PRAGMA schema_version").fetchone()  # opens the file
+        except sqlite3.Error:
+            pin.close()
+            if _identity(Path(self.path)) != followed:
+                raise gone from None
+            raise
+        if _identity(Path(self.path)) != followed:
+            pin.close()
+            raise gone
+        return pin
 
     def files(self) -> tuple[Path, ...]:
         """The database file and the ones SQLite keeps beside it."""
