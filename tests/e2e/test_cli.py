@@ -182,6 +182,8 @@ REFUSED = {
         2,
     ),
     "metadata integer beyond 64 bits": (["remember", "x", "--metadata", f'{{"n": {2**64}}}'], 2),
+    "metadata key given twice": (["remember", "x", "--metadata", '{"a": 1, "a": 2}'], 2),
+    "value key given twice": (["remember", "x", "--value", '[{"b": {"c": 1, "c": 2}}]'], 2),
     "log position beyond 64 bits": (["audit", "log", "--after", str(2**63)], 1),
 }
 
