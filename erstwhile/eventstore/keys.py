@@ -169,20 +169,44 @@ class KeyRing:
 
         Asked on every append that stores keys, inside its write transaction: another
         process may wrap the store's first key at any time, so no answer is cached."""
-        sql.execute(WRAPPED_KEY)
-        row = sql.fetchone()
-        self.admit_found(None if row is None else (row["memory_id"], row["key_bytes"]))
+        self.admit_found(self._a_wrapped_key(sql))
 
     def admit_found(self, wrapped: tuple[Any, Any] | None) -> None:
         """:meth:`admit`, given what ``WRAPPED_KEY`` found: the id and stored bytes of
         one wrapped key, or None where the store holds none."""
+        self._refuse_unreadable(wrapped, "write to this ledger", "nothing was stored")
+
+    def admit_rebuild(self, sql: Sql, why: str) -> None:
+        """Refuse, before a rebuild at opening starts, one that could not read the log:
+        where the store holds wrapped keys this ring cannot unwrap. The rebuild decrypts
+        every memory's content, while the reads without the master key only read the
+        projections: the message gives ``why`` they must be rebuilt, and says that one
+        opening with the key is needed, once."""
+        self._refuse_unreadable(
+            self._a_wrapped_key(sql),
+            f"rebuild this ledger's projections once: {why}, and a rebuild reads the "
+            "content sealed in the log; after it, the store opens without it again",
+            "nothing was changed",
+        )
+
+    @staticmethod
+    def _a_wrapped_key(sql: Sql) -> tuple[Any, Any] | None:
+        """The id and stored bytes of one wrapped key, or None where the store holds none."""
+        sql.execute(WRAPPED_KEY)
+        row = sql.fetchone()
+        return None if row is None else (row["memory_id"], row["key_bytes"])
+
+    def _refuse_unreadable(self, wrapped: tuple[Any, Any] | None, doing: str, outcome: str) -> None:
+        """Raise ``StoreUnavailable`` if ``wrapped`` (a key as :meth:`_a_wrapped_key`
+        found it) does not unwrap with this ring: the message says what it takes to be
+        ``doing`` and, in brackets, ``outcome``."""
         if wrapped is None:
             return
         memory_id, stored = wrapped
         try:
-            self._unwrap(str(memory_id), bytes(stored), 1, doing="write to")
+            self._unwrap(str(memory_id), bytes(stored), 1, doing=doing)
         except StoreUnavailable as error:
-            raise StoreUnavailable(f"{error} (nothing was stored)") from error
+            raise StoreUnavailable(f"{error} ({outcome})") from error
 
     def fetch(self, sql: Sql, memory_ids: Iterable[UUID]) -> dict[UUID, bytes]:
         """Return the keys that still exist for these memories."""
@@ -243,12 +267,14 @@ class KeyRing:
             return key
         return _encrypt(self.master_key, key, memory_id.bytes)
 
-    def _unwrap(self, memory_id: str, stored: bytes, wrapped: int, doing: str = "read") -> bytes:
+    def _unwrap(
+        self, memory_id: str, stored: bytes, wrapped: int, doing: str = "read this ledger"
+    ) -> bytes:
         if not wrapped:
             return stored
         if self.master_key is None:
             raise StoreUnavailable(
-                f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to {doing} this ledger"
+                f"the memory keys are wrapped: set ${MASTER_KEY_VARIABLE} to {doing}"
             )
         try:
             return _decrypt(self.master_key, stored, uuid_bytes(memory_id))

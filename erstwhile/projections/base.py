@@ -668,6 +668,8 @@ class ProjectionRunner:
                 if changed is not None and self._settled(sql, recorded, changed):
                     return None
                 if not self._claimed(sql, recorded):
+                    if changed is not None:
+                        self.log.keyring.admit_rebuild(sql, self._why_rebuilt(sql, recorded))
                     token = secrets.randbits(62)
                     self._write_claim(sql, token)
                     return token
@@ -677,6 +679,22 @@ class ProjectionRunner:
                     "try again once it is done"
                 )
             time.sleep(CLAIM_POLL_SECONDS)
+
+    def _why_rebuilt(self, sql: Sql, recorded: dict[str, int]) -> str:
+        """Say why the opening rebuilds: each projection whose schema version as recorded
+        is not this code's, or which lost a table (those that only read them are
+        rebuilt with them, and go unnamed)."""
+        reasons = []
+        for p in self.projections:
+            known = recorded.get(p.name)
+            if known is not None and known != p.version:
+                reasons.append(
+                    f"{p.name} is at version {known} of its schema, this erstwhile reads "
+                    f"version {p.version}"
+                )
+            elif len(self.backend.existing_tables(sql, p.tables)) < len(p.tables):
+                reasons.append(f"{p.name} lost a table")
+        return "; ".join(reasons)
 
     def _settled(self, sql: Sql, recorded: dict[str, int], projections: list[Projection]) -> bool:
         """Tell whether every one of ``projections`` is at its version with all its tables."""

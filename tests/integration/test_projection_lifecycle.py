@@ -3,6 +3,7 @@ version bumps, a follower process, and crash safety under SIGKILL, on both backe
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import random
@@ -387,6 +388,46 @@ def test_a_changed_schema_version_rebuilds_at_open(
     assert reopened.runner.versions()["memories"] == MemoriesProjection.version
     assert reopened.facts("widget 3", as_of="2026-08-15T00:00:00Z") == before
     assert dump(reopened) == rows
+
+
+def test_an_opening_that_cannot_read_the_log_for_its_rebuild_says_why_and_changes_nothing(
+    store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose keys are wrapped, opened by a newer version (a projection's schema
+    changed) without the master key: the reads that need no key are refused until one
+    opening with it rebuilds, which the refusal says before any build begins."""
+    master = base64.urlsafe_b64encode(os.urandom(32)).decode()
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+    ledger = open_ledger(namespace="acme")
+    seed(ledger, 50)
+    rows, versions = dump(ledger), ledger.runner.versions()
+    old = MemoriesProjection.version
+    monkeypatch.setattr(MemoriesProjection, "version", old + 1)
+    refusals = {
+        "": (
+            r"the memory keys are wrapped: set \$ERSTWHILE_MASTER_KEY to rebuild this ledger's "
+            rf"projections once: memories is at version {old} of its schema, this erstwhile "
+            rf"reads version {old + 1}, .* after it, the store opens without it again "
+            r"\(nothing was changed\)"
+        ),
+        base64.urlsafe_b64encode(os.urandom(32)).decode(): (
+            r"does not unwrap the memory keys \(nothing was changed\)"
+        ),
+    }
+    for key, refusal in refusals.items():
+        monkeypatch.setenv("ERSTWHILE_MASTER_KEY", key)
+        with pytest.raises(StoreUnavailable, match=refusal):
+            Ledger.open(store_url, namespace="acme")
+        assert ledger.runner.versions() == versions
+        assert shadow_tables(ledger) == set()
+        assert dump(ledger) == rows
+    monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
+    rebuilt = open_ledger(namespace="acme")
+    assert rebuilt.runner.versions()["memories"] == old + 1
+    monkeypatch.delenv("ERSTWHILE_MASTER_KEY")
+    keyless = open_ledger(namespace="acme")
+    assert keyless.facts("widget 3") == ledger.facts("widget 3") != []
+    assert dump(keyless) == rows
 
 
 def indexed_by_older_code(sqlite: bool) -> Callable[[str], str]:
