@@ -293,7 +293,7 @@ class VersionsProjection(Projection):
     """The bitemporal rectangles: one row per version of each memory."""
 
     name = "memory_versions"
-    version = 3  # 3: subject and attribute keys composed (NFC)
+    version = 4  # 3: subject and attribute keys composed (NFC); 4: memory_versions_current
     tables = ("memory_versions",)
     reader_indexes = ("memory_versions_successor",)
 
@@ -309,6 +309,14 @@ class VersionsProjection(Projection):
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memory_versions_subject ON memory_versions "
             "(namespace, subject_key, attribute_key, recorded_until, recorded_from)"
+        )
+        # A write's candidates are the current versions sharing its key: without the
+        # state in an index, a key revised a thousand times has a thousand superseded
+        # versions open in recorded time, every one read to find the one current.
+        sql.execute(
+            "CREATE INDEX IF NOT EXISTS memory_versions_current ON memory_versions "
+            "(namespace, subject_key, attribute_key, recorded_until, recorded_from) "
+            "WHERE state = 'current'"
         )
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memory_versions_successor "
