@@ -293,7 +293,7 @@ class VersionsProjection(Projection):
     """The bitemporal rectangles: one row per version of each memory."""
 
     name = "memory_versions"
-    version = 4  # 3: subject and attribute keys composed (NFC); 4: memory_versions_current
+    version = 5  # 3: keys composed (NFC); 4: memory_versions_current; 5: valid_until indexed
     tables = ("memory_versions",)
     reader_indexes = ("memory_versions_successor",)
 
@@ -306,9 +306,12 @@ class VersionsProjection(Projection):
             "recorded_from BIGINT NOT NULL, recorded_until BIGINT NOT NULL, "
             f"PRIMARY KEY (memory_id, seq)){self.keyed_table}"
         )
+        # The rows open now are found by their end (equal for all of them), then by the
+        # end of their valid window: a point read of the present skips the versions that
+        # ended before it (see MemoryReader._select_linked).
         sql.execute(
             "CREATE INDEX IF NOT EXISTS memory_versions_subject ON memory_versions "
-            "(namespace, subject_key, attribute_key, recorded_until, recorded_from)"
+            "(namespace, subject_key, attribute_key, recorded_until, valid_until, recorded_from)"
         )
         # A write's candidates are the current versions sharing its key: without the
         # state in an index, a key revised a thousand times has a thousand superseded

@@ -445,7 +445,17 @@ class MemoryReader:
     ) -> list[Memory]:
         """Return the memories whose version rows, as known at ``recorded``, meet
         ``condition``, each with the memories it superseded as known then: one query,
-        one row per (memory, superseded memory), folded back into one memory each."""
+        one row per (memory, superseded memory), folded back into one memory each.
+
+        As known now (:data:`LATEST`), the rows are those still open, asked for as such:
+        the index then finds them by their end (``recorded_until``) and seeks the end of
+        their valid window, so the versions of a key that ended before the instant asked
+        about are not read one by one (a key revised 10,000 times: 5 ms a ``facts`` of
+        the present, every superseded version read)."""
+        if recorded == LATEST:
+            known, known_params = f"v.recorded_until = {OPEN_END}", []
+        else:
+            known, known_params = "v.recorded_from <= ? AND v.recorded_until > ?", [recorded] * 2
         sql.execute(
             f"SELECT {JOINED_MEMORY_COLUMNS}, v.state AS v_state, v.valid_until AS v_valid_until, "
             "v.superseded_by AS v_superseded_by, s.memory_id AS v_older "
@@ -453,10 +463,10 @@ class MemoryReader:
             "LEFT JOIN memory_versions s ON s.superseded_by = v.memory_id "
             "AND s.recorded_from <= ? AND s.recorded_until > ? "
             "LEFT JOIN memories o ON o.id = s.memory_id "
-            "WHERE v.namespace = ? AND v.recorded_from <= ? AND v.recorded_until > ? "
+            f"WHERE v.namespace = ? AND {known} "
             f"AND m.erased_at IS NULL AND {condition}"
             f"{order or ' ORDER BY m.id'}, o.position",
-            [recorded, recorded, self.namespace, recorded, recorded, *params],
+            [recorded, recorded, self.namespace, *known_params, *params],
         )
         grouped: dict[str, tuple[Any, list[UUID]]] = {}
         for row in sql.fetchall():

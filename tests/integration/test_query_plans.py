@@ -166,6 +166,20 @@ def test_a_point_read_never_walks_the_namespace(
     assert walking(plans) == []
 
 
+@pytest.mark.parametrize("valid_at", [None, datetime(2024, 7, 1, tzinfo=UTC)])
+def test_facts_as_known_now_seek_the_open_versions_by_the_end_of_their_window(
+    valid_at: datetime | None, revised: tuple[Ledger, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key revised many times keeps every superseded version open in recorded time:
+    found by their recorded end alone, a ``facts`` of the present read each of them
+    (5 ms at 10,000 versions of one key against 0.09 ms at 100)."""
+    ledger, _ = revised
+    with explained(monkeypatch, wanted=lambda s: "JOIN memory_versions v" in s) as plans:
+        assert ledger.facts("orion", "database", as_of=valid_at)
+    steps = [step for _, found in plans for step in found if "memory_versions_subject" in step]
+    assert steps and all("recorded_until=? AND valid_until>?" in step for step in steps), plans
+
+
 def test_the_chain_reads_the_whole_lineage_as_get_reads_each(
     revised: tuple[Ledger, list[Any]],
 ) -> None:
