@@ -81,6 +81,12 @@ BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
     ({"content": "x", "metadata": {"blob": "x" * MAX_METADATA_BYTES}}, "16 KiB"),
     ({"content": "x", "value": "x" * (MAX_VALUE_BYTES - 1)}, "value is larger than"),
     ({"content": "x", "value": [f"w{n}" for n in range(20_000)]}, "value is larger than"),
+    # Refused by size before the walk reaches what is not JSON (a million numbers were
+    # walked and encoded to be refused), and by the exact size where characters alone
+    # stay under the limit.
+    ({"content": "x", "value": [0] * 1_000_000 + [object()]}, "value is larger than"),
+    ({"content": "x", "metadata": {"blob": "x" * MAX_METADATA_BYTES, "at": object()}}, "16 KiB"),
+    ({"content": "x", "value": "漢" * 30_000}, "value is larger than"),
     ({"content": "x", "entities": [f"e{n}" for n in range(4_000)]}, "entities take more"),
     ({"content": "x", "metadata": {"when": datetime(2026, 1, 1, tzinfo=UTC)}}, "JSON"),
     ({"content": "x", "metadata": ["not", "an", "object"]}, "metadata"),
