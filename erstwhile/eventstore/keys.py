@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -176,18 +176,23 @@ class KeyRing:
         one wrapped key, or None where the store holds none."""
         self._refuse_unreadable(wrapped, "write to this ledger", "nothing was stored")
 
-    def admit_rebuild(self, sql: Sql, why: str) -> None:
+    def admit_rebuild(self, sql: Sql, why: Callable[[], str]) -> None:
         """Refuse, before a rebuild at opening starts, one that could not read the log:
         where the store holds wrapped keys this ring cannot unwrap. The rebuild decrypts
-        every memory's content, while the reads without the master key only read the
-        projections: the message gives ``why`` they must be rebuilt, and says that one
-        opening with the key is needed, once."""
-        self._refuse_unreadable(
-            self._a_wrapped_key(sql),
-            f"rebuild this ledger's projections once: {why}, and a rebuild reads the "
-            "content sealed in the log; after it, the store opens without it again",
-            "nothing was changed",
-        )
+        every memory's content, while the reads without the master key (or with a wrong
+        one) only read the projections: the message gives ``why()`` they must be rebuilt
+        (asked only for a refusal), and says that one opening with the store's key is
+        needed, once."""
+        wrapped = self._a_wrapped_key(sql)
+        try:
+            self._refuse_unreadable(wrapped, "read this ledger", "")
+        except StoreUnavailable:
+            doing = (
+                f"rebuild this ledger's projections once: {why() or 'their schema changed'}, "
+                "and a rebuild reads the content sealed in the log; after it, the store "
+                "opens without it again"
+            )
+            self._refuse_unreadable(wrapped, doing, "nothing was changed", wrong_key_too=True)
 
     @staticmethod
     def _a_wrapped_key(sql: Sql) -> tuple[Any, Any] | None:
@@ -196,15 +201,22 @@ class KeyRing:
         row = sql.fetchone()
         return None if row is None else (row["memory_id"], row["key_bytes"])
 
-    def _refuse_unreadable(self, wrapped: tuple[Any, Any] | None, doing: str, outcome: str) -> None:
+    def _refuse_unreadable(
+        self,
+        wrapped: tuple[Any, Any] | None,
+        doing: str,
+        outcome: str,
+        wrong_key_too: bool = False,
+    ) -> None:
         """Raise ``StoreUnavailable`` if ``wrapped`` (a key as :meth:`_a_wrapped_key`
         found it) does not unwrap with this ring: the message says what it takes to be
-        ``doing`` and, in brackets, ``outcome``."""
+        ``doing`` (with a wrong master key too, if ``wrong_key_too``) and, in brackets,
+        ``outcome``."""
         if wrapped is None:
             return
         memory_id, stored = wrapped
         try:
-            self._unwrap(str(memory_id), bytes(stored), 1, doing=doing)
+            self._unwrap(str(memory_id), bytes(stored), 1, doing, wrong_key_too)
         except StoreUnavailable as error:
             raise StoreUnavailable(f"{error} ({outcome})") from error
 
@@ -268,7 +280,12 @@ class KeyRing:
         return _encrypt(self.master_key, key, memory_id.bytes)
 
     def _unwrap(
-        self, memory_id: str, stored: bytes, wrapped: int, doing: str = "read this ledger"
+        self,
+        memory_id: str,
+        stored: bytes,
+        wrapped: int,
+        doing: str = "read this ledger",
+        wrong_key_too: bool = False,
     ) -> bytes:
         if not wrapped:
             return stored
@@ -279,6 +296,7 @@ class KeyRing:
         try:
             return _decrypt(self.master_key, stored, uuid_bytes(memory_id))
         except InvalidTag as error:
+            needed = f", and the store's own is needed to {doing}" if wrong_key_too else ""
             raise StoreUnavailable(
-                f"${MASTER_KEY_VARIABLE} does not unwrap the memory keys"
+                f"${MASTER_KEY_VARIABLE} does not unwrap the memory keys{needed}"
             ) from error

@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from functools import cache
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 from erstwhile.domain.errors import StoreUnavailable, ValidationError
@@ -280,8 +280,8 @@ class ProjectionRunner:
         (SQLite cannot rename an index), so ``create`` would build each one again under
         its own name at the next opening: every write would then keep both. An index in
         tagged form is kept as the index of that name; where one was built again already,
-        the tagged twin is dropped. (PostgreSQL's swap copies the rows into the live
-        tables, which keep their own indexes.)"""
+        the tagged twin is dropped. (PostgreSQL's swap renames the indexes back to their
+        own names: see its ``replace_table``.)"""
         indexes = self.backend.indexes(sql)
         names = {name for name, _ in indexes}
         built: set[str] = set()
@@ -669,7 +669,8 @@ class ProjectionRunner:
                     return None
                 if not self._claimed(sql, recorded):
                     if changed is not None:
-                        self.log.keyring.admit_rebuild(sql, self._why_rebuilt(sql, recorded))
+                        why = partial(self._why_rebuilt, sql, recorded)
+                        self.log.keyring.admit_rebuild(sql, why)
                     token = secrets.randbits(62)
                     self._write_claim(sql, token)
                     return token
