@@ -110,7 +110,9 @@ def demo(
     """Tell the Supabase-to-AWS story against a fresh SQLite file and print the answers.
 
     The story gets a store of its own, in namespace 'demo': --db, --namespace and
-    --actor are refused here (give the file with --file).
+    --actor are refused here (give the file with --file). Without --file, the file is
+    made in a new folder under the system's temporary directory and left there for
+    other commands to read: the last line says how.
     """
     refuse_store_options(ctx)
     if file is not None and "://" in file:

@@ -21,7 +21,7 @@ from erstwhile.cli.context import (
 )
 from erstwhile.cli.output import console, errors, print_json, writing_stdout
 from erstwhile.cli.params import flag
-from erstwhile.ledger.audit import Counter
+from erstwhile.ledger.audit import EventCount
 
 
 def export(
@@ -103,7 +103,7 @@ def count_lines(path: Path) -> int:
 
 
 @contextmanager
-def counter(verb: str, total: int | None) -> Iterator[Counter]:
+def counter(verb: str, total: int | None) -> Iterator[EventCount]:
     """Yield a callback that shows events handled so far on stderr, if it is a terminal."""
     columns = (SpinnerColumn(), TextColumn(verb), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=errors, transient=True, disable=not errors.is_terminal) as bar:

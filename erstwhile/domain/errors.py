@@ -10,8 +10,10 @@
     ├── IdempotencyMismatch    an idempotency key reused with a different payload
     └── StoreUnavailable       the database cannot be reached or used
 
-Every error that leaves the public API is one of these; database driver errors are
-translated where they enter (``erstwhile.eventstore``).
+Every error that leaves the public API is one of these, or a subclass of one (a log
+that does not verify refuses export and import as ``BrokenLog``, a ``StoreUnavailable``);
+database driver errors are translated where they enter (``erstwhile.eventstore``). A
+call with an argument the method does not take raises Python's own ``TypeError``.
 """
 
 from __future__ import annotations

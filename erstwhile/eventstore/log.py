@@ -1,7 +1,7 @@
 """The append-only log: serialised appends with ledger-assigned time and a hash chain.
 
 Every append takes the database's write lock, reads the tip of the log, stamps each new
-event with ``recorded_at = max(now, last + 1 µs)`` (so transaction time strictly
+event with ``recorded_at = max(now, last + 2 µs)`` (so transaction time strictly
 increases in log order even when a clock steps back, across processes), chains its hash
 to the previous event's, and inserts everything in one transaction. A per-memory version
 clash (another writer appended to the same memory first) surfaces as
@@ -99,7 +99,7 @@ class EventFilter:
         """Return the SQL condition on ``table`` (the events table) and its parameters.
 
         An instant bound becomes a position bound: ``recorded_at`` grows with
-        ``position`` (an append stamps ``max(now, last + 1 µs)``, a restore refuses an
+        ``position`` (an append stamps ``max(now, last + 2 µs)``, a restore refuses an
         instant that does not), so the first event recorded at or after an instant,
         found through the ``recorded_at`` index, splits the log. As a filter on the
         rows, a bound read the namespace's log from its start up to the instant

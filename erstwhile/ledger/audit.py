@@ -30,7 +30,7 @@ from erstwhile.projections.base import Progress
 
 EVENT_TYPES: dict[str, type[LedgerEvent]] = {cls.__name__: cls for cls in LEDGER_EVENTS}
 IMPORT_BATCH = 1000
-Counter = Callable[[int], None]
+EventCount = Callable[[int], None]
 """Called with the number of events handled so far, for progress bars."""
 
 
@@ -53,7 +53,7 @@ def refuse_a_broken_log(report: VerifyReport, command: str, because: str) -> Non
 class Audit(LedgerCore):
     """verify, replay, export, import_events."""
 
-    keys_prove_forgets = True
+    _keys_prove_forgets = True
     """Whether a memory's missing key must be explained by a hard ``Forgotten`` in the
     log (see :meth:`verify`)."""
 
@@ -65,7 +65,7 @@ class Audit(LedgerCore):
 
         ``StoreUnavailable`` when ``$ERSTWHILE_MASTER_KEY`` unwraps none of the wrapped
         keys: it is not the store's (without one, wrapped keys are checked for presence)."""
-        checked, first_break, reason = self.log.verify(keys=self.keys_prove_forgets)
+        checked, first_break, reason = self.log.verify(keys=self._keys_prove_forgets)
         if first_break is None:
             with translated_errors(), self.log.backend.read() as sql:
                 cut = self.runner.log_cut(sql)
@@ -138,13 +138,14 @@ class Audit(LedgerCore):
         return replayed
 
     def export(self, out: IO[bytes], *, all_namespaces: bool = False,
-               progress: Counter | None = None) -> int:  # fmt: skip
+               progress: EventCount | None = None) -> int:  # fmt: skip
         """Write this namespace's events (or every namespace's) as JSON Lines, content in
         plain text except where it was erased; return how many were written.
 
         Refused (``StoreUnavailable``, nothing written) when the log does not verify: an import
         chains the events it restores anew, so the copy of a log changed behind the
-        ledger's back would verify."""
+        ledger's back would verify. ``progress``, when given, is called with the number
+        of events written so far (``progress(1000)``), for a progress bar."""
         binary_output(out)
         flag(all_namespaces, "all_namespaces")
         callback(progress, "progress")
@@ -174,13 +175,16 @@ class Audit(LedgerCore):
                 progress(written)
         return written
 
-    def import_events(self, lines: Iterable[bytes | str], progress: Counter | None = None) -> int:
+    def import_events(
+        self, lines: Iterable[bytes | str], progress: EventCount | None = None
+    ) -> int:
         """Restore exported events into this empty store: same ids, positions, instants,
         actors and windows. Refused (nothing written) when the store already has events,
         when any line is not an exported event, or when the lines make a log the
         commands could never have written (an event for a memory no earlier line
         asserts, or after its hard forget; a broken supersession link; events out of
-        order): the error names the line, and the whole import is one transaction."""
+        order): the error names the line, and the whole import is one transaction.
+        ``progress``, when given, is called with the number of events restored so far."""
         lines = _lines(lines)
         callback(progress, "progress")
         if self.head() != 0:
@@ -201,7 +205,7 @@ class ReplayLedger(Queries, Curation, Audit):
     erased without its forget, so ``import_events`` refuses it (export the live ledger to
     move a store)."""
 
-    keys_prove_forgets = False
+    _keys_prove_forgets = False
     """A replay holds the keys that exist now: a memory hard-forgotten after its instant
     has lost its key, while the prefix holds no ``Forgotten``."""
 

@@ -216,7 +216,7 @@ class LedgerCore:
     def _present(self, sql: Sql) -> datetime:
         """The instant "now" means for reads: the clock, but never behind the log.
 
-        A write is recorded at ``max(clock, last + 1 µs)``; reading "now" the same way
+        A write is recorded at ``max(clock, last + 2 µs)``; reading "now" the same way
         means a memory that opened when it was recorded is true the moment it returns.
         """
         now = self.now()
@@ -338,7 +338,8 @@ class LedgerCore:
     def wait_for(self, position: int | None = None, timeout: float = 10.0) -> int:
         """Wait until every projection has applied the log up to ``position`` (default:
         the head now); return the position reached. For readers whose projections a
-        follower process maintains."""
+        follower process maintains. ``StoreUnavailable`` once ``timeout`` seconds have
+        passed, saying where the projections stand."""
         if position is not None:
             check_position(position, "position")
         deadline = time.monotonic() + seconds(timeout, "timeout")

@@ -64,7 +64,8 @@ class Queries(LedgerCore):
         known_at: Instant | None = None,
     ) -> list[Memory]:
         """Return what is true about ``subject`` now, at valid time ``as_of``, as known at
-        ``known_at``. Without ``as_of``, "now" is ``known_at`` if given, else the clock."""
+        ``known_at``. Without ``as_of``, "now" is ``known_at`` if given, else the clock,
+        or the log's last recorded instant where that is later (a clock set back)."""
         label_argument(subject, "subject", required=True)
         label_argument(attribute, "attribute")
         known = optional_utc(known_at, "known_at")
