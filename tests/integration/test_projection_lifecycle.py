@@ -394,8 +394,9 @@ def test_an_opening_that_cannot_read_the_log_for_its_rebuild_says_why_and_change
     store_url: str, open_ledger: OpenLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store whose keys are wrapped, opened by a newer version (a projection's schema
-    changed) without the master key: the reads that need no key are refused until one
-    opening with it rebuilds, which the refusal says before any build begins."""
+    changed) without the master key, or with a wrong one: the reads that need no key are
+    refused until one opening with the store's key rebuilds, which the refusal says
+    before the rebuild is claimed."""
     master = base64.urlsafe_b64encode(os.urandom(32)).decode()
     monkeypatch.setenv("ERSTWHILE_MASTER_KEY", master)
     ledger = open_ledger(namespace="acme")
