@@ -248,16 +248,13 @@ class ProjectionRunner:
             recorded = self._recorded_versions(sql)
             self._drop_abandoned_build(sql, recorded)
             built = self._rebuilt_indexes(sql)
-            present = self.backend.existing_tables(sql, self._tables(self.projections))
-            changed = []
+            due = self._due(sql, recorded)
+            changed = [projection for projection in self.projections if projection.name in due]
             for projection in self.projections:
-                known = recorded.get(projection.name)
-                lost = not set(projection.tables) <= present
-                if known is not None and (known != projection.version or lost):
-                    changed.append(projection)
+                if projection.name in due:
                     continue
                 projection.create(WithoutIndexes(sql, built))
-                if known is None:
+                if projection.name not in recorded:
                     self._record_version(sql, projection)
         if changed and not self._cut():
             # A cut log is left to verify to report: rebuilding would hide the cut, and
@@ -681,21 +678,27 @@ class ProjectionRunner:
                 )
             time.sleep(CLAIM_POLL_SECONDS)
 
-    def _why_rebuilt(self, sql: Sql, recorded: dict[str, int]) -> str:
-        """Say why the opening rebuilds: each projection whose schema version as recorded
-        is not this code's, or which lost a table (those that only read them are
-        rebuilt with them, and go unnamed)."""
-        reasons = []
+    def _due(self, sql: Sql, recorded: dict[str, int]) -> dict[str, str]:
+        """The projections a rebuild is due for, by name, each with why: its schema
+        version as recorded is not this code's, or it lost a table (one never recorded
+        is new, and is only created)."""
+        present = self.backend.existing_tables(sql, self._tables(self.projections))
+        due = {}
         for p in self.projections:
             known = recorded.get(p.name)
             if known is not None and known != p.version:
-                reasons.append(
+                due[p.name] = (
                     f"{p.name} is at version {known} of its schema, this erstwhile reads "
                     f"version {p.version}"
                 )
-            elif len(self.backend.existing_tables(sql, p.tables)) < len(p.tables):
-                reasons.append(f"{p.name} lost a table")
-        return "; ".join(reasons)
+            elif known is not None and not set(p.tables) <= present:
+                due[p.name] = f"{p.name} lost a table"
+        return due
+
+    def _why_rebuilt(self, sql: Sql, recorded: dict[str, int]) -> str:
+        """Say why the opening rebuilds (see :meth:`_due`; the projections rebuilt only
+        because they read those go unnamed)."""
+        return "; ".join(self._due(sql, recorded).values())
 
     def _settled(self, sql: Sql, recorded: dict[str, int], projections: list[Projection]) -> bool:
         """Tell whether every one of ``projections`` is at its version with all its tables."""
